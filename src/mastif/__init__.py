@@ -1,0 +1,7 @@
+"""mastif — Multi-Agent System TestIng Framework.
+
+Compares agent technology stacks (LLM x protocol x framework) on web tasks.
+The package never imports snakemake; ``workflow/scripts`` are the only bridge.
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,236 @@
+"""The typed experiment config and the identity of a stack.
+
+``config/schema/config.schema.yaml`` is the single source of rules and defaults: it is what
+the Snakefile validates with ``snakemake.utils.validate`` and what :func:`load_config`
+validates here (with defaults filled in the same way). The pydantic models below are only a
+typed view of an already-valid dict, so they carry no defaults of their own.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import re
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCHEMA_PATH = REPO_ROOT / "config" / "schema" / "config.schema.yaml"
+
+#: Placeholders a node prompt may use; anything else is a config error.
+PROMPT_FIELDS = frozenset(
+    {"task", "website", "domain", "subdomain", "step", "max_steps", "history", "tools"}
+)
+
+
+class ConfigError(ValueError):
+    """The experiment config is invalid; the message names the offending key."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelOptions(_Frozen):
+    chat_format: str | None = None
+    n_ctx: int
+    n_threads: int | None = None
+    max_connections: int
+    startup_timeout_s: float
+
+
+class ModelSpec(_Frozen):
+    provider: Literal["local", "openai_compatible"]
+    model: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+    options: ModelOptions
+
+
+class JudgeSpec(_Frozen):
+    model: str | None = None
+    rubric: str
+
+
+class TaskSpec(_Frozen):
+    source: Literal["builtin", "jsonl"]
+    path: str | None
+    sample_size: int
+    strata: tuple[str, ...]
+    seed: int
+
+
+class GenerationSpec(_Frozen):
+    temperature: float
+    max_tokens: int
+    max_steps: int
+    max_tool_rounds: int
+    timeout_s: float
+    seed: int
+
+
+class NodeSpec(_Frozen):
+    name: str
+    prompt: str
+    output_key: str
+    loop: bool
+    use_tools: bool
+    tool_choice: Literal["auto", "required"]
+    stop_when: str | None
+
+
+class WorkflowSpec(_Frozen):
+    nodes: tuple[NodeSpec, ...]
+
+
+class ExecutionSpec(_Frozen):
+    concurrency: int
+    provider_retries: int
+
+
+class ExperimentConfig(_Frozen):
+    experiment: str
+    models: dict[str, ModelSpec]
+    agent_models: tuple[str, ...]
+    judge: JudgeSpec
+    protocols: tuple[str, ...]
+    frameworks: tuple[str, ...]
+    tasks: TaskSpec
+    generation: GenerationSpec
+    tools: tuple[str, ...]
+    workflow: WorkflowSpec
+    execution: ExecutionSpec
+
+    def stacks(self) -> list[Stack]:
+        """The full factorial grid, in a stable order."""
+        return [
+            Stack(m, p, f)
+            for m in self.agent_models
+            for p in self.protocols
+            for f in self.frameworks
+        ]
+
+
+@dataclass(frozen=True, order=True)
+class Stack:
+    """A technology stack TS = (LLM, AP, IF) (paper Section 3)."""
+
+    model: str
+    protocol: str
+    framework: str
+
+    @property
+    def path(self) -> str:
+        return f"{self.model}/{self.protocol}/{self.framework}"
+
+
+def load_schema() -> dict[str, Any]:
+    with SCHEMA_PATH.open() as fh:
+        return yaml.safe_load(fh)
+
+
+def _extend_with_default(validator_class: type) -> type:
+    """A validator that fills schema defaults while validating (as snakemake's validate does)."""
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):  # type: ignore[no-untyped-def]
+        if isinstance(instance, dict):
+            for prop, subschema in properties.items():
+                if "default" in subschema and prop not in instance:
+                    instance[prop] = copy.deepcopy(subschema["default"])
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
+
+
+_DefaultFillingValidator = _extend_with_default(jsonschema.Draft202012Validator)
+
+
+def _key_path(error: jsonschema.ValidationError) -> str:
+    return ".".join(str(p) for p in error.absolute_path) or "<top level>"
+
+
+def validate_config(raw: Mapping[str, Any], base_dir: Path | None = None) -> dict[str, Any]:
+    """Validate a raw config dict, fill defaults, check cross-references; return the new dict.
+
+    Raises :class:`ConfigError` naming the key at fault. Nothing here loads a model.
+    """
+    data = copy.deepcopy(dict(raw))
+    validator = _DefaultFillingValidator(load_schema())
+    errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = [f"{_key_path(e)}: {e.message}" for e in errors]
+        raise ConfigError("invalid config:\n  " + "\n  ".join(lines))
+    _check_references(data, base_dir or REPO_ROOT)
+    return data
+
+
+def _check_references(data: dict[str, Any], base_dir: Path) -> None:
+    models = data["models"]
+    for i, mid in enumerate(data["agent_models"]):
+        if mid not in models:
+            raise ConfigError(
+                f"agent_models.{i}: unknown model id {mid!r}; known: {sorted(models)}"
+            )
+    judge_model = data["judge"].get("model")
+    if judge_model is not None and judge_model not in models:
+        raise ConfigError(f"judge.model: unknown model id {judge_model!r}; known: {sorted(models)}")
+    for mid, spec in models.items():
+        if spec["provider"] == "openai_compatible" and not spec.get("base_url"):
+            raise ConfigError(f"models.{mid}.base_url: required for provider openai_compatible")
+    if data["tasks"]["source"] == "jsonl" and not data["tasks"]["path"]:
+        raise ConfigError("tasks.path: required when tasks.source is jsonl")
+    seen_names: set[str] = set()
+    for i, node in enumerate(data["workflow"]["nodes"]):
+        key = f"workflow.nodes.{i}"
+        if node["name"] in seen_names:
+            raise ConfigError(f"{key}.name: duplicate node name {node['name']!r}")
+        seen_names.add(node["name"])
+        if node["stop_when"] is not None:
+            try:
+                re.compile(node["stop_when"])
+            except re.error as exc:
+                raise ConfigError(f"{key}.stop_when: not a valid regex: {exc}") from exc
+        prompt_path = resolve_path(node["prompt"], base_dir)
+        if not prompt_path.is_file():
+            raise ConfigError(f"{key}.prompt: file not found: {prompt_path}")
+        unknown = prompt_placeholders(prompt_path.read_text()) - PROMPT_FIELDS
+        if unknown:
+            raise ConfigError(
+                f"{key}.prompt: unknown placeholder(s) {sorted(unknown)} in {prompt_path}; "
+                f"allowed: {sorted(PROMPT_FIELDS)}"
+            )
+
+
+def prompt_placeholders(template: str) -> set[str]:
+    return {field for _, field, _, _ in string.Formatter().parse(template) if field}
+
+
+def resolve_path(path: str, base_dir: Path | None = None) -> Path:
+    p = Path(path)
+    return p if p.is_absolute() else (base_dir or REPO_ROOT) / p
+
+
+def parse_config(raw: Mapping[str, Any], base_dir: Path | None = None) -> ExperimentConfig:
+    """Validate (filling defaults) and return the typed config."""
+    return ExperimentConfig.model_validate(validate_config(raw, base_dir))
+
+
+def load_config(path: str | Path, base_dir: Path | None = None) -> ExperimentConfig:
+    path = Path(path)
+    with path.open() as fh:
+        raw = yaml.safe_load(fh) or {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: top level must be a mapping")
+    return parse_config(raw, base_dir)
+
+
+def file_sha256(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

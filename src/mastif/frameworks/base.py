@@ -1,0 +1,75 @@
+"""The one signature every framework adapter has.
+
+An adapter receives a :class:`RunContext` and runs the workflow on one task with its own
+orchestration, calling the model only through ``ctx.llm_base_url(node)`` (our gateway) and
+tools only through ``ctx.tools`` (the protocol's transport). It reports what each node said
+and each tool call through ``ctx.recorder`` and returns the final answer. Tokens and
+latency are not its business: the gateway records them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from mastif.config import GenerationSpec
+from mastif.protocols import ToolTransport
+from mastif.tasks import Task
+from mastif.tools import ToolResult
+from mastif.trace import NodeOutput, ToolCall
+from mastif.workflow import WorkflowPlan
+
+
+@dataclass
+class RunRecorder:
+    """Collects node outputs and tool calls of one run, in order."""
+
+    node_outputs: list[NodeOutput] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+    def node_output(self, node: str, step: int, output_key: str, text: str) -> NodeOutput:
+        out = NodeOutput(node, step, output_key, text)
+        self.node_outputs.append(out)
+        return out
+
+    def tool_call(
+        self, node: str, step: int, name: str, arguments: Any, result: ToolResult
+    ) -> ToolCall:
+        call = ToolCall(
+            node=node,
+            step=step,
+            name=name,
+            arguments=arguments if isinstance(arguments, str) else json.dumps(arguments),
+            ok=result.ok,
+            output=result.output,
+            error=result.error,
+            duration_s=result.duration_s,
+        )
+        self.tool_calls.append(call)
+        return call
+
+
+@dataclass
+class RunContext:
+    run_id: str
+    task: Task
+    plan: WorkflowPlan
+    generation: GenerationSpec
+    tools: ToolTransport
+    recorder: RunRecorder
+    gateway_url: str  # http://127.0.0.1:PORT/r/{run_id}
+    model_name: str
+    started: float = field(default_factory=time.perf_counter)
+
+    def llm_base_url(self, node: str) -> str:
+        return f"{self.gateway_url}/{node}/v1"
+
+
+class FrameworkAdapter(Protocol):
+    name: str
+
+    async def run(self, ctx: RunContext) -> str:
+        """Run the workflow for ``ctx.task``; return the final answer."""
+        ...

@@ -1,0 +1,60 @@
+"""An OpenAI-compatible endpoint and how to open one from a model spec.
+
+Remote providers (OpenAI, vLLM, Ollama, HF's OpenAI route) are used as they are; a local
+model gets a llama.cpp server started for the duration of the ``with`` block. The API key
+is read from the environment variable the config names, and never stored anywhere else.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mastif.config import ModelSpec
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    provider: str
+    base_url: str  # ends with /v1
+    model: str  # the model name to put in requests
+    api_key: str = field(default="", repr=False)
+    max_connections: int = 1
+
+
+@contextmanager
+def open_endpoint(model_id: str, spec: ModelSpec, server_log: Path) -> Iterator[Endpoint]:
+    """Yield a live endpoint for ``spec``; a local server is stopped on exit, whatever happens.
+
+    ``server_log`` is where a local server writes its output.
+    """
+    if spec.provider == "local":
+        from mastif.providers.local import LocalServer
+
+        with LocalServer(spec, Path(server_log)) as server:
+            yield Endpoint(
+                provider="local",
+                base_url=server.base_url,
+                model=server.alias,
+                api_key="",
+                max_connections=spec.options.max_connections,
+            )
+        return
+    api_key = ""
+    if spec.api_key_env:
+        api_key = os.environ.get(spec.api_key_env, "")
+        if not api_key:
+            raise RuntimeError(
+                f"models.{model_id}.api_key_env names {spec.api_key_env}, which is not set"
+            )
+    assert spec.base_url is not None  # checked by config validation
+    yield Endpoint(
+        provider=spec.provider,
+        base_url=spec.base_url.rstrip("/"),
+        model=spec.model,
+        api_key=api_key,
+        max_connections=spec.options.max_connections,
+    )

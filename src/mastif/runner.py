@@ -1,0 +1,238 @@
+"""Run one stack over its tasks: one row per run, whatever happens.
+
+For a stack (model, protocol, framework) the runner opens the model endpoint (starting a
+local server if needed), puts our gateway in front of it, opens the protocol with the
+configured tools, and runs the framework on every task with a wall-clock timeout. Each
+finished run is appended to a checkpoint file at once, so an interrupted job resumes
+without redoing or duplicating finished runs. A failed run is a row with a classified
+error, never a crash of the stack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import openai
+
+from mastif.config import ExperimentConfig, Stack
+from mastif.frameworks import RunContext, RunRecorder, get_framework
+from mastif.protocols import open_protocol
+from mastif.providers import Gateway, open_endpoint
+from mastif.tasks import Task
+from mastif.tools import get_tools
+from mastif.trace import RunTrace
+from mastif.workflow import WorkflowPlan, plan_workflow
+
+log = logging.getLogger(__name__)
+
+
+def run_fingerprint(config: ExperimentConfig, stack: Stack, plan: WorkflowPlan) -> str:
+    """What must be equal for a checkpointed run to count as already done."""
+    model = config.models[stack.model]
+    parts = {
+        "experiment": config.experiment,
+        "generation": config.generation.model_dump(),
+        "tools": list(config.tools),
+        "prompts": plan.prompt_hashes(),
+        "workflow": [n.spec.model_dump() for n in plan.nodes],
+        "model": model.model_dump(),
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def make_run_id(stack: Stack, task_id: str, fingerprint: str) -> str:
+    key = f"{stack.path}|{task_id}|{fingerprint}"
+    return hashlib.sha256(key.encode()).hexdigest()[:20]
+
+
+def classify_error(exc: BaseException) -> tuple[str, str]:
+    """(status, error_class) for an exception that ended a run."""
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError, openai.APITimeoutError)):
+        return "timeout", "timeout"
+    if isinstance(exc, openai.APIStatusError):
+        if exc.status_code >= 500 or exc.status_code == 429:
+            return "error", "provider_error"
+        return "error", "provider_bad_request"
+    if isinstance(exc, (openai.APIConnectionError, httpx.TransportError)):
+        return "error", "provider_unreachable"
+    if type(exc).__name__ == "GraphRecursionError":
+        return "error", "workflow_error"
+    return "error", "framework_error"
+
+
+class Checkpoint:
+    """Append-only JSONL of finished runs; survives a killed job."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def load(self) -> dict[str, RunTrace]:
+        done: dict[str, RunTrace] = {}
+        if not self.path.exists():
+            return done
+        with self.path.open() as fh:
+            for line in fh:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    trace = RunTrace.from_json(line)
+                except (json.JSONDecodeError, TypeError, KeyError):
+                    continue  # a torn last line from a kill mid-write: that run is redone
+                done[trace.run_id] = trace
+        return done
+
+    def append(self, trace: RunTrace) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a") as fh:
+            fh.write(trace.to_json() + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+async def _run_task(
+    config: ExperimentConfig,
+    stack: Stack,
+    task: Task,
+    run_id: str,
+    plan: WorkflowPlan,
+    gateway: Gateway,
+    transport: object,
+) -> RunTrace:
+    framework = get_framework(stack.framework)
+    recorder = RunRecorder()
+    gen = config.generation
+    ctx = RunContext(
+        run_id=run_id,
+        task=task,
+        plan=plan,
+        generation=gen,
+        tools=transport,  # type: ignore[arg-type]
+        recorder=recorder,
+        gateway_url=gateway.base_url_for(run_id, "x").rsplit("/x/v1", 1)[0],
+        model_name=gateway.endpoint.model,
+    )
+    started_at = datetime.now(UTC)
+    gateway.begin_run(run_id)
+    t0 = time.perf_counter()
+    status, error_class, error_message, final = "ok", None, None, ""
+    try:
+        final = await asyncio.wait_for(framework.run(ctx), timeout=gen.timeout_s)
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a row
+        status, error_class = classify_error(exc)
+        error_message = f"{type(exc).__name__}: {exc}"[:2000]
+        if status == "timeout":
+            error_message = f"run exceeded timeout_s={gen.timeout_s}"
+    wall = time.perf_counter() - t0
+    calls = gateway.end_run(run_id)
+    spec = config.models[stack.model]
+    return RunTrace(
+        run_id=run_id,
+        experiment=config.experiment,
+        model=stack.model,
+        protocol=stack.protocol,
+        framework=stack.framework,
+        task_id=task.task_id,
+        task_text=task.confirmed_task,
+        website=task.website,
+        domain=task.domain,
+        level=task.level,
+        status=status,  # type: ignore[arg-type]
+        error_class=error_class,
+        error_message=error_message,
+        final_answer=final or "",
+        node_outputs=recorder.node_outputs,
+        tool_calls=recorder.tool_calls,
+        llm_calls=calls,
+        prompt_tokens=sum(c.prompt_tokens or 0 for c in calls),
+        completion_tokens=sum(c.completion_tokens or 0 for c in calls),
+        n_llm_calls=len(calls),
+        wall_seconds=wall,
+        started_at=started_at,
+        provider=spec.provider,
+        served_model=spec.model,
+        temperature=gen.temperature,
+        max_tokens=gen.max_tokens,
+        max_steps=gen.max_steps,
+        max_tool_rounds=gen.max_tool_rounds,
+        generation_seed=gen.seed,
+        sampling_seed=config.tasks.seed,
+        prompt_hashes=json.dumps(plan.prompt_hashes(), sort_keys=True),
+    )
+
+
+async def _run_all(
+    config: ExperimentConfig,
+    stack: Stack,
+    todo: list[tuple[Task, str]],
+    plan: WorkflowPlan,
+    gateway: Gateway,
+    checkpoint: Checkpoint,
+) -> list[RunTrace]:
+    tools = get_tools(list(config.tools))
+    semaphore = asyncio.Semaphore(config.execution.concurrency)
+    results: list[RunTrace] = []
+    with open_protocol(stack.protocol, tools) as transport:
+
+        async def one(task: Task, run_id: str) -> None:
+            async with semaphore:
+                trace = await _run_task(config, stack, task, run_id, plan, gateway, transport)
+            checkpoint.append(trace)
+            results.append(trace)
+            log.info(
+                "run %s task=%s status=%s %.1fs tokens=%d+%d tools=%d",
+                run_id, task.task_id, trace.status, trace.wall_seconds,
+                trace.prompt_tokens, trace.completion_tokens, len(trace.tool_calls),
+            )  # fmt: skip
+
+        await asyncio.gather(*(one(t, rid) for t, rid in todo))
+    return results
+
+
+def execute_stack(
+    config: ExperimentConfig,
+    stack: Stack,
+    tasks: Iterable[Task],
+    checkpoint_path: Path,
+    server_log: Path,
+    base_dir: Path | None = None,
+) -> list[RunTrace]:
+    """Run ``stack`` on every task; return one trace per task in task order."""
+    tasks = list(tasks)
+    plan = plan_workflow(config.workflow, config.generation, base_dir)
+    fingerprint = run_fingerprint(config, stack, plan)
+    ids = {t.task_id: make_run_id(stack, t.task_id, fingerprint) for t in tasks}
+    checkpoint = Checkpoint(checkpoint_path)
+    done = {rid: tr for rid, tr in checkpoint.load().items() if rid in set(ids.values())}
+    todo = [(t, ids[t.task_id]) for t in tasks if ids[t.task_id] not in done]
+    log.info("stack %s: %d tasks, %d already done", stack.path, len(tasks), len(done))
+    if todo:
+        spec = config.models[stack.model]
+        with open_endpoint(stack.model, spec, server_log) as endpoint:
+            with Gateway(endpoint, retries=config.execution.provider_retries) as gateway:
+                for trace in asyncio.run(_run_all(config, stack, todo, plan, gateway, checkpoint)):
+                    done[trace.run_id] = trace
+    return [done[ids[t.task_id]] for t in tasks]
+
+
+def exit_cleanly_on_sigterm() -> None:
+    """Turn SIGTERM (a cancelled Snakemake job) into SystemExit so servers are stopped."""
+
+    def handler(signum: int, frame: object) -> None:
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)

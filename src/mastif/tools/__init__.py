@@ -1,0 +1,31 @@
+"""Tools offered to agents, looked up by name.
+
+Every stack in a comparison gets its tools from :data:`REGISTRY`, so the same name always
+means the same implementation, description and schema whatever the framework or protocol.
+"""
+
+from __future__ import annotations
+
+from mastif.tools.base import Tool, ToolError, ToolResult
+from mastif.tools.builtin import BUILTIN_TOOLS
+
+#: Tool name -> tool, for every built-in tool.
+REGISTRY: dict[str, Tool] = {tool.name: tool for tool in BUILTIN_TOOLS}
+
+
+def get_tools(names: list[str]) -> list[Tool]:
+    """The tools called ``names``, in that order.
+
+    Raises ``KeyError`` naming the unknown tool and listing the available ones, so a typo in
+    a config fails loudly before any run starts rather than silently dropping a tool.
+    """
+    tools: list[Tool] = []
+    for name in names:
+        if name not in REGISTRY:
+            available = ", ".join(sorted(REGISTRY))
+            raise KeyError(f"unknown tool {name!r}; available tools: {available}")
+        tools.append(REGISTRY[name])
+    return tools
+
+
+__all__ = ["REGISTRY", "Tool", "ToolError", "ToolResult", "get_tools"]

@@ -1,0 +1,63 @@
+"""The tool interface every framework and protocol sees.
+
+A tool is a name, a guidance-style description ("Use this tool when ...; do NOT use it
+for ..."), a JSON schema for its typed parameters, and a function. Invoking a tool never
+raises: the outcome is a :class:`ToolResult` whose ``ok`` comes from what the tool itself
+returned (an exception or error is a failure), so TUSR (paper Eq. 5) is honest.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    ok: bool
+    output: str
+    error: str | None = None
+    duration_s: float = 0.0
+
+
+class ToolError(Exception):
+    """Raised inside a tool function to report a failure with a clear message."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    func: Callable[..., str] = field(repr=False)
+
+    def invoke(self, arguments: dict[str, Any]) -> ToolResult:
+        """Validate ``arguments`` against the schema, call the tool, time it, never raise."""
+        start = time.perf_counter()
+        try:
+            if not isinstance(arguments, dict):
+                raise ToolError(f"arguments must be a JSON object, got {type(arguments).__name__}")
+            jsonschema.validate(arguments, self.parameters)
+            output = self.func(**arguments)
+            return ToolResult(True, str(output), None, time.perf_counter() - start)
+        except jsonschema.ValidationError as exc:
+            msg = f"invalid arguments for {self.name}: {exc.message}"
+            return ToolResult(False, "", msg, time.perf_counter() - start)
+        except Exception as exc:  # noqa: BLE001 - a tool failure is data, not a crash
+            msg = f"{type(exc).__name__}: {exc}"
+            return ToolResult(False, "", msg, time.perf_counter() - start)
+
+    def openai_schema(self) -> dict[str, Any]:
+        """The tool in OpenAI chat-completions ``tools`` format."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }

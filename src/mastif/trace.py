@@ -1,0 +1,177 @@
+"""One trace schema for every framework and protocol: one row per run (task x stack).
+
+Every cell of the grid fills the same :class:`RunTrace`, so a metric means the same thing
+everywhere. Tokens come from API usage recorded by the gateway, times from clocks, tool
+outcomes from what the tool returned.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+import pyarrow as pa
+
+RunStatus = Literal["ok", "error", "timeout"]
+
+
+@dataclass
+class NodeOutput:
+    node: str
+    step: int
+    output_key: str
+    text: str
+
+
+@dataclass
+class ToolCall:
+    node: str
+    step: int
+    name: str
+    arguments: str  # JSON text of the arguments exactly as the model produced them
+    ok: bool
+    output: str
+    error: str | None
+    duration_s: float
+
+
+@dataclass
+class LLMCall:
+    node: str
+    started_s: float  # seconds since the run started
+    latency_s: float
+    prompt_tokens: int | None  # None when the API reported no usage
+    completion_tokens: int | None
+    http_status: int
+    error: str | None
+    attempts: int
+
+
+@dataclass
+class RunTrace:
+    run_id: str
+    experiment: str
+    model: str
+    protocol: str
+    framework: str
+    task_id: str
+    task_text: str
+    website: str
+    domain: str
+    level: str
+    status: RunStatus
+    error_class: str | None
+    error_message: str | None
+    final_answer: str
+    node_outputs: list[NodeOutput] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    llm_calls: list[LLMCall] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    n_llm_calls: int = 0
+    wall_seconds: float = 0.0
+    started_at: datetime | None = None
+    provider: str = ""
+    served_model: str = ""
+    temperature: float = 0.0
+    max_tokens: int = 0
+    max_steps: int = 0
+    max_tool_rounds: int = 0
+    generation_seed: int = 0
+    sampling_seed: int = 0
+    prompt_hashes: str = "{}"  # JSON: node name -> sha256 of its prompt file
+
+    def to_row(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        row = self.to_row()
+        row["started_at"] = self.started_at.isoformat() if self.started_at else None
+        return json.dumps(row)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunTrace:
+        row = json.loads(text)
+        row["started_at"] = datetime.fromisoformat(row["started_at"]) if row["started_at"] else None
+        row["node_outputs"] = [NodeOutput(**n) for n in row["node_outputs"]]
+        row["tool_calls"] = [ToolCall(**t) for t in row["tool_calls"]]
+        row["llm_calls"] = [LLMCall(**c) for c in row["llm_calls"]]
+        return cls(**row)
+
+
+NODE_OUTPUT_TYPE = pa.struct(
+    [
+        ("node", pa.string()),
+        ("step", pa.int32()),
+        ("output_key", pa.string()),
+        ("text", pa.string()),
+    ]
+)
+TOOL_CALL_TYPE = pa.struct(
+    [
+        ("node", pa.string()),
+        ("step", pa.int32()),
+        ("name", pa.string()),
+        ("arguments", pa.string()),
+        ("ok", pa.bool_()),
+        ("output", pa.string()),
+        ("error", pa.string()),
+        ("duration_s", pa.float64()),
+    ]
+)
+LLM_CALL_TYPE = pa.struct(
+    [
+        ("node", pa.string()),
+        ("started_s", pa.float64()),
+        ("latency_s", pa.float64()),
+        ("prompt_tokens", pa.int64()),
+        ("completion_tokens", pa.int64()),
+        ("http_status", pa.int32()),
+        ("error", pa.string()),
+        ("attempts", pa.int32()),
+    ]
+)
+
+RUN_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("experiment", pa.string()),
+        ("model", pa.string()),
+        ("protocol", pa.string()),
+        ("framework", pa.string()),
+        ("task_id", pa.string()),
+        ("task_text", pa.string()),
+        ("website", pa.string()),
+        ("domain", pa.string()),
+        ("level", pa.string()),
+        ("status", pa.string()),
+        ("error_class", pa.string()),
+        ("error_message", pa.string()),
+        ("final_answer", pa.string()),
+        ("node_outputs", pa.list_(NODE_OUTPUT_TYPE)),
+        ("tool_calls", pa.list_(TOOL_CALL_TYPE)),
+        ("llm_calls", pa.list_(LLM_CALL_TYPE)),
+        ("prompt_tokens", pa.int64()),
+        ("completion_tokens", pa.int64()),
+        ("n_llm_calls", pa.int64()),
+        ("wall_seconds", pa.float64()),
+        ("started_at", pa.timestamp("us", tz="UTC")),
+        ("provider", pa.string()),
+        ("served_model", pa.string()),
+        ("temperature", pa.float64()),
+        ("max_tokens", pa.int64()),
+        ("max_steps", pa.int64()),
+        ("max_tool_rounds", pa.int64()),
+        ("generation_seed", pa.int64()),
+        ("sampling_seed", pa.int64()),
+        ("prompt_hashes", pa.string()),
+    ]
+)
+
+
+def runs_to_table(runs: list[RunTrace]) -> pa.Table:
+    """Runs as an Arrow table with the fixed :data:`RUN_SCHEMA` (also when empty)."""
+    rows = [r.to_row() for r in runs]
+    return pa.Table.from_pylist(rows, schema=RUN_SCHEMA)

@@ -1,0 +1,106 @@
+"""The agent workflow, independent of any framework.
+
+A workflow is an ordered list of nodes, each with a prompt template and an output key.
+Consecutive ``loop`` nodes form one loop (the seed's observe <-> interact) that runs up to
+``max_steps`` rounds; a loop node with ``stop_when`` ends the loop early when its output
+matches. Framework adapters turn this plan into their own orchestration (a LangGraph
+``StateGraph``, a CrewAI crew, ...) but take prompts, history and stop rule from here, so
+every framework runs the same workflow.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from mastif.config import GenerationSpec, NodeSpec, WorkflowSpec, resolve_path
+from mastif.tasks import Task
+from mastif.trace import NodeOutput
+
+#: how much of each earlier node output is shown to later nodes (small models, small contexts)
+HISTORY_CHARS_PER_OUTPUT = 600
+
+
+@dataclass(frozen=True)
+class PlannedNode:
+    spec: NodeSpec
+    template: str
+    prompt_sha256: str
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def stops_loop(self, text: str) -> bool:
+        return bool(self.spec.stop_when and re.search(self.spec.stop_when, text))
+
+
+@dataclass(frozen=True)
+class WorkflowPlan:
+    """Nodes split into the part before the loop, the loop, and the part after it."""
+
+    before: tuple[PlannedNode, ...]
+    loop: tuple[PlannedNode, ...]
+    after: tuple[PlannedNode, ...]
+    max_steps: int
+
+    @property
+    def nodes(self) -> tuple[PlannedNode, ...]:
+        return self.before + self.loop + self.after
+
+    def prompt_hashes(self) -> dict[str, str]:
+        return {n.name: n.prompt_sha256 for n in self.nodes}
+
+
+def plan_workflow(
+    workflow: WorkflowSpec, generation: GenerationSpec, base_dir: Path | None = None
+) -> WorkflowPlan:
+    nodes = []
+    for spec in workflow.nodes:
+        raw = resolve_path(spec.prompt, base_dir).read_bytes()
+        nodes.append(PlannedNode(spec, raw.decode("utf-8"), hashlib.sha256(raw).hexdigest()))
+    loop_idx = [i for i, n in enumerate(nodes) if n.spec.loop]
+    if not loop_idx:
+        return WorkflowPlan(tuple(nodes), (), (), generation.max_steps)
+    first, last = loop_idx[0], loop_idx[-1]
+    if loop_idx != list(range(first, last + 1)):
+        raise ValueError("workflow.nodes: loop nodes must be consecutive (one loop per workflow)")
+    return WorkflowPlan(
+        tuple(nodes[:first]), tuple(nodes[first : last + 1]), tuple(nodes[last + 1 :]),
+        generation.max_steps,
+    )  # fmt: skip
+
+
+def format_history(outputs: list[NodeOutput]) -> str:
+    if not outputs:
+        return "(nothing yet)"
+    lines = []
+    for o in outputs:
+        text = o.text.strip()
+        if len(text) > HISTORY_CHARS_PER_OUTPUT:
+            text = text[:HISTORY_CHARS_PER_OUTPUT] + " ..."
+        lines.append(f"[{o.node} {o.step}] {text}")
+    return "\n".join(lines)
+
+
+def render_prompt(
+    node: PlannedNode,
+    task: Task,
+    outputs: list[NodeOutput],
+    step: int,
+    max_steps: int,
+    tool_names: list[str],
+) -> str:
+    """Fill a node's template; placeholders were checked against PROMPT_FIELDS at load."""
+    return node.template.format(
+        task=task.confirmed_task,
+        website=task.website,
+        domain=task.domain,
+        subdomain=task.subdomain,
+        step=step,
+        max_steps=max_steps,
+        history=format_history(outputs),
+        tools=", ".join(tool_names) if tool_names else "none",
+    )

@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def base_config() -> dict[str, Any]:
+    """The default experiment config as a raw dict (a fresh copy per test)."""
+    with (REPO / "config" / "config.yaml").open() as fh:
+        return copy.deepcopy(yaml.safe_load(fh))
+
+
+@pytest.fixture
+def fake_model_config(base_config: dict[str, Any]):  # type: ignore[no-untyped-def]
+    """Factory: the default config with the agent model pointed at a fake endpoint."""
+
+    def make(base_url: str, **generation: Any) -> dict[str, Any]:
+        cfg = copy.deepcopy(base_config)
+        cfg["models"]["fake"] = {
+            "provider": "openai_compatible",
+            "model": "fake-model",
+            "base_url": base_url,
+        }
+        cfg["agent_models"] = ["fake"]
+        cfg["generation"].update(generation)
+        cfg["execution"] = {"concurrency": 1, "provider_retries": 1}
+        return cfg
+
+    return make

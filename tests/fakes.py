@@ -1,0 +1,90 @@
+"""A scripted OpenAI-compatible chat server for unit tests of the workflow and runner.
+
+It is a test double for the *model* only: requests still go through our real gateway, the
+real LangGraph graph, the real tools. ``respond(payload)`` decides each reply.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Reply = dict[str, Any]  # {"content": str} or {"tool_calls": [(name, args_dict)]} or {"status": int}
+
+
+def last_user_text(payload: dict[str, Any]) -> str:
+    users = [m for m in payload["messages"] if m["role"] == "user"]
+    return users[-1]["content"] if users else ""
+
+
+class ScriptedChatServer:
+    def __init__(self, respond: Callable[[dict[str, Any]], Reply]) -> None:
+        self.respond = respond
+        self.requests: list[dict[str, Any]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("Content-Length", 0))
+                payload = json.loads(self.rfile.read(length))
+                outer.requests.append(payload)
+                reply = outer.respond(payload)
+                if "sleep" in reply:
+                    time.sleep(reply["sleep"])
+                status = reply.get("status", 200)
+                body = outer._body(reply) if status == 200 else {"error": {"message": "boom"}}
+                if "raw" in reply:
+                    data = reply["raw"].encode()
+                else:
+                    data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def _body(self, reply: Reply) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": reply.get("content")}
+        finish = "stop"
+        if reply.get("tool_calls"):
+            message["tool_calls"] = [
+                {
+                    "id": f"call_{uuid.uuid4().hex[:8]}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": args if isinstance(args, str)
+                                 else json.dumps(args)},
+                }
+                for name, args in reply["tool_calls"]
+            ]  # fmt: skip
+            finish = "tool_calls"
+        return {
+            "id": "chatcmpl-test",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "fake",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+        }
+
+    def __enter__(self) -> ScriptedChatServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()

@@ -1,0 +1,108 @@
+"""Config validation: a typo'd key or a wrong type is named before any model is loaded."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mastif.config import ConfigError, load_config, parse_config
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_default_config_is_valid_and_defaults_are_filled(base_config):
+    cfg = parse_config(base_config)
+    assert cfg.generation.temperature == 0.7
+    assert cfg.generation.max_steps == 3
+    assert cfg.generation.max_tool_rounds == 3
+    assert [n.name for n in cfg.workflow.nodes] == ["navigate", "observe", "interact", "report"]
+    assert cfg.stacks()[0].path == "smollm2/standard/langgraph"
+
+
+def test_defaults_filled_when_sections_missing(base_config):
+    for key in ("generation", "tasks", "tools", "execution", "protocols", "frameworks"):
+        base_config.pop(key)
+    cfg = parse_config(base_config)
+    assert cfg.generation.max_tokens == 1024
+    assert cfg.generation.timeout_s == 100
+    assert cfg.tasks.seed == 20260504
+    assert cfg.protocols == ("standard",)
+
+
+def test_typo_key_is_named(base_config):
+    base_config["generation"]["tempreature"] = 0.5
+    with pytest.raises(ConfigError, match=r"generation: .*'tempreature' was unexpected"):
+        parse_config(base_config)
+
+
+def test_top_level_typo_is_named(base_config):
+    base_config["framworks"] = ["langgraph"]
+    with pytest.raises(ConfigError, match="'framworks' was unexpected"):
+        parse_config(base_config)
+
+
+def test_wrong_type_is_named(base_config):
+    base_config["generation"]["max_steps"] = "three"
+    with pytest.raises(
+        ConfigError, match=r"generation\.max_steps: 'three' is not of type 'integer'"
+    ):
+        parse_config(base_config)
+
+
+def test_nested_model_option_typo_is_named(base_config):
+    base_config["models"]["smollm2"]["options"]["n_cxt"] = 10
+    with pytest.raises(ConfigError, match=r"models\.smollm2\.options: .*'n_cxt'"):
+        parse_config(base_config)
+
+
+def test_unknown_agent_model(base_config):
+    base_config["agent_models"] = ["nope"]
+    with pytest.raises(ConfigError, match=r"agent_models\.0: unknown model id 'nope'"):
+        parse_config(base_config)
+
+
+def test_missing_prompt_file(base_config):
+    base_config["workflow"]["nodes"][0]["prompt"] = "config/prompts/missing.md"
+    with pytest.raises(ConfigError, match=r"workflow\.nodes\.0\.prompt: file not found"):
+        parse_config(base_config)
+
+
+def test_unknown_prompt_placeholder(base_config, tmp_path):
+    bad = tmp_path / "bad.md"
+    bad.write_text("Do {task} on {webiste}")
+    base_config["workflow"]["nodes"][0]["prompt"] = str(bad)
+    with pytest.raises(ConfigError, match=r"unknown placeholder\(s\) \['webiste'\]"):
+        parse_config(base_config)
+
+
+def test_remote_model_needs_base_url(base_config):
+    base_config["models"]["remote"] = {"provider": "openai_compatible", "model": "gpt-x"}
+    with pytest.raises(ConfigError, match=r"models\.remote\.base_url"):
+        parse_config(base_config)
+
+
+def test_load_config_reads_yaml(tmp_path, base_config):
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(base_config))
+    assert load_config(path).experiment == "default"
+
+
+def test_snakemake_dry_run_names_bad_key_before_any_job(tmp_path, base_config):
+    """The Snakefile validates against the same schema; nothing runs."""
+    base_config["generation"]["max_tokens"] = "lots"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(base_config))
+    snakemake = Path(sys.executable).parent / "snakemake"
+    proc = subprocess.run(
+        [str(snakemake), "-n", "--configfile", str(bad), "--directory", str(tmp_path),
+         "--snakefile", str(REPO / "Snakefile")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "max_tokens" in out and "'lots' is not of type 'integer'" in out
+    assert not (tmp_path / "results").exists()

@@ -1,0 +1,183 @@
+"""The embedded default provider against the real bundled models and llama.cpp server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from mastif.config import parse_config
+from mastif.providers import Gateway, open_endpoint
+from mastif.providers.local import LocalServer, ServerStartError, resolve_gguf
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def smollm2_spec(base_config):
+    return parse_config(base_config).models["smollm2"]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead for our purposes
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_dead(pid: int, timeout: float = 15) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize("key", ["smollm2-135m-instruct", "gemma3-270m"])
+def test_bundled_models_resolve(key):
+    path = resolve_gguf(key)
+    assert path.suffix == ".gguf" and path.stat().st_size > 50_000_000
+
+
+def test_unknown_local_model_is_named():
+    with pytest.raises(ValueError, match="unknown local model 'llama-9000'"):
+        resolve_gguf("llama-9000")
+
+
+def test_server_starts_answers_and_stops(smollm2_spec, tmp_path):
+    log = tmp_path / "server.log"
+    with LocalServer(smollm2_spec, log) as server:
+        pid = server.process.pid
+        r = httpx.post(
+            f"{server.base_url}/chat/completions",
+            json={"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 8},
+            timeout=60,
+        )
+        assert r.status_code == 200
+        usage = r.json()["usage"]
+        assert usage["prompt_tokens"] > 0 and 0 < usage["completion_tokens"] <= 8
+    assert wait_dead(pid), "server survived the with block"
+    assert log.stat().st_size > 0
+
+
+def test_bad_model_file_fails_with_log_tail(smollm2_spec, tmp_path):
+    bogus = tmp_path / "bogus.gguf"
+    bogus.write_bytes(b"not a model")
+    spec = smollm2_spec.model_copy(update={"model": str(bogus)})
+    with pytest.raises(ServerStartError, match="exited with code"):
+        with LocalServer(spec, tmp_path / "server.log"):
+            pass
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from mastif.config import load_config
+    from mastif.providers.local import LocalServer
+    from mastif.runner import exit_cleanly_on_sigterm
+    exit_cleanly_on_sigterm()
+    spec = load_config(sys.argv[1]).models["smollm2"]
+    with LocalServer(spec, Path(sys.argv[2])) as s:
+        print(s.process.pid, flush=True)
+        time.sleep(120)
+    """
+)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_no_orphan_when_job_is_killed(tmp_path, sig):
+    """A cancelled job (SIGTERM) stops its server; a killed one (SIGKILL) too, via PDEATHSIG."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(REPO / "config" / "config.yaml"), str(tmp_path / "s.log")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    server_pid = int(proc.stdout.readline())
+    assert alive(server_pid)
+    proc.send_signal(sig)
+    proc.wait(timeout=30)
+    assert wait_dead(server_pid), f"server {server_pid} outlived its parent after {sig.name}"
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 128 + signal.SIGTERM
+
+
+def test_gateway_mends_llama_cpp_quirks(smollm2_spec, tmp_path):
+    """Null content beside tool_calls is a 500 from llama.cpp itself, a 200 via the gateway."""
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "datetime",
+                "description": "Current date and time.",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        }
+    ]
+    messages = [
+        {"role": "user", "content": "What time is it?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "datetime", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "2026-12-01T10:00:00Z"},
+    ]
+    body = {"messages": messages, "tools": tools, "max_completion_tokens": 6}
+    with open_endpoint("smollm2", smollm2_spec, tmp_path / "s.log") as endpoint:
+        direct = httpx.post(f"{endpoint.base_url}/chat/completions", json=body, timeout=60)
+        assert direct.status_code == 500  # the quirk, as seen with llama-cpp-python 0.3.36
+        with Gateway(endpoint) as gw:
+            r = httpx.post(f"{gw.base_url_for('run1', 'interact')}/chat/completions", json=body, timeout=60)
+            assert r.status_code == 200, r.text
+            (call,) = gw.end_run("run1")
+    assert call.node == "interact" and call.http_status == 200 and call.attempts == 1
+    assert call.prompt_tokens == r.json()["usage"]["prompt_tokens"] > 0
+    assert 0 < call.completion_tokens <= 6  # max_completion_tokens became max_tokens
+
+
+def test_llama_server_fixes_prompt_escaping_and_token_cap():
+    """The wrapped chatml-function-calling handler: no HTML escapes, request max_tokens kept."""
+    code = textwrap.dedent(
+        """
+        import json
+        from mastif.providers.llama_server import apply_fixes, HANDLER
+        from llama_cpp import llama_chat_format as lcf
+        apply_fixes()
+        seen = []
+        class FakeLlama:
+            verbose = False
+            def create_completion(self, **kw):
+                seen.append({"prompt": kw["prompt"], "max_tokens": kw.get("max_tokens")})
+                return {"id": "x", "object": "text_completion", "created": 0, "model": "m",
+                        "choices": [{"text": "hello", "index": 0, "logprobs": None,
+                                     "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+        handler = lcf.LlamaChatCompletionHandlerRegistry().get_chat_completion_handler_by_name(HANDLER)
+        tools = [{"type": "function", "function": {"name": "f", "description": "d",
+                  "parameters": {"type": "object", "properties": {}}}}]
+        handler(llama=FakeLlama(), messages=[{"role": "user", "content": 'say "hi"'}],
+                tools=tools, tool_choice="auto", max_tokens=7)
+        print(json.dumps(seen))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen and all('say "hi"' in s["prompt"] and "&#34;" not in s["prompt"] for s in seen)
+    assert all(s["max_tokens"] == 7 for s in seen)

@@ -1,0 +1,99 @@
+"""The Snakemake pipeline: lint, the DAG, and one end-to-end run on the real bundled model."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+PIPELINE_FILES = ["Snakefile", "config", "workflow", "resources", "profiles"]
+
+
+def snakemake(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "snakemake"), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture
+def pipeline_copy(tmp_path: Path) -> Path:
+    for name in PIPELINE_FILES:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, tmp_path / name)
+        else:
+            shutil.copy2(src, tmp_path / name)
+    return tmp_path
+
+
+def test_lint_is_clean():
+    proc = snakemake("--lint", cwd=REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Lints for" not in proc.stdout + proc.stderr
+    fmt = subprocess.run(
+        [str(BIN / "snakefmt"), "--check", "Snakefile", "workflow/"],
+        cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+    assert fmt.returncode == 0, fmt.stdout + fmt.stderr
+
+
+def test_dry_run_shows_the_stages(pipeline_copy):
+    proc = snakemake("-n", cwd=pipeline_copy)
+    assert proc.returncode == 0, proc.stderr
+    for rule in ("sample_tasks", "execute_stack", "all"):
+        assert rule in proc.stdout
+    assert "results/runs/smollm2/standard/langgraph.parquet" in proc.stdout
+
+
+def llama_servers_under(path: Path) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().decode(errors="replace")
+            cwd = str((proc / "cwd").resolve())
+        except (OSError, RuntimeError):
+            continue
+        if "mastif.providers.llama_server" in cmd and cwd.startswith(str(path)):
+            pids.append(int(proc.name))
+    return pids
+
+
+def test_end_to_end_on_the_bundled_model(pipeline_copy):
+    override = {
+        "tasks": {"sample_size": 1, "strata": ["domain"]},
+        "generation": {"max_tokens": 48, "max_steps": 1, "max_tool_rounds": 1, "timeout_s": 120},
+    }
+    (pipeline_copy / "override.yaml").write_text(yaml.safe_dump(override))
+    proc = snakemake("--cores", "2", "--configfile", "override.yaml", cwd=pipeline_copy)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    tasks = pl.read_parquet(pipeline_copy / "results" / "tasks.parquet")
+    assert tasks.height == 1
+    runs = pl.read_parquet(pipeline_copy / "results/runs/smollm2/standard/langgraph.parquet")
+    assert runs.height == 1
+    run = runs.row(0, named=True)
+    assert run["task_id"] == tasks["task_id"][0]
+    assert run["status"] == "ok", run["error_message"]
+    assert run["prompt_tokens"] > 0 and run["completion_tokens"] > 0
+    assert run["n_llm_calls"] == len(run["llm_calls"]) >= 3
+    assert sum(c["completion_tokens"] for c in run["llm_calls"]) == run["completion_tokens"]
+    assert [n["node"] for n in run["node_outputs"]][0] == "navigate"
+    assert run["node_outputs"][-1]["node"] == "report"
+    assert run["final_answer"] == run["node_outputs"][-1]["text"]
+    assert run["max_tokens"] == 48 and run["temperature"] == 0.7
+    assert (pipeline_copy / "logs/execute_stack/smollm2/standard/langgraph.server.log").stat().st_size
+    assert not (pipeline_copy / "results/checkpoints/smollm2/standard/langgraph.jsonl").exists()
+    assert llama_servers_under(pipeline_copy) == []
+
+    # a second invocation has nothing to do
+    again = snakemake("-n", "--configfile", "override.yaml", cwd=pipeline_copy)
+    assert "Nothing to be done" in again.stdout + again.stderr

@@ -1,0 +1,187 @@
+"""The workflow through the real gateway, LangGraph graph and tools, with a scripted model.
+
+The model is a test double (a scripted OpenAI-compatible server); everything between the
+runner and that endpoint is the real thing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mastif.config import parse_config
+from mastif.runner import Checkpoint, execute_stack
+from mastif.tasks import load_tasks
+from tests.fakes import ScriptedChatServer, last_user_text
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run(cfg_dict, tmp_path, tasks=None):
+    cfg = parse_config(cfg_dict)
+    tasks = tasks or load_tasks("builtin")[:1]
+    return execute_stack(
+        cfg, cfg.stacks()[0], tasks, tmp_path / "ckpt.jsonl", tmp_path / "server.log", REPO
+    )
+
+
+def node_sequence(trace):
+    return [(n.node, n.step) for n in trace.node_outputs]
+
+
+def never_done(payload):
+    return {"content": "Still working. CONTINUE"}
+
+
+def test_observe_interact_alternate_for_max_steps(tmp_path, fake_model_config):
+    with ScriptedChatServer(never_done) as srv:
+        (trace,) = run(fake_model_config(srv.base_url, max_steps=3), tmp_path)
+    assert trace.status == "ok", trace.error_message
+    assert node_sequence(trace) == [
+        ("navigate", 1),
+        ("observe", 1), ("interact", 1),
+        ("observe", 2), ("interact", 2),
+        ("observe", 3), ("interact", 3),
+        ("report", 1),
+    ]  # fmt: skip
+    assert trace.final_answer == "Still working. CONTINUE"
+    # every call went through the gateway and was attributed to its node
+    assert [c.node for c in trace.llm_calls] == [n for n, _ in node_sequence(trace)]
+    assert trace.n_llm_calls == 8
+    assert trace.prompt_tokens == 8 * 11 and trace.completion_tokens == 8 * 7
+
+
+def test_observe_stops_loop_early(tmp_path, fake_model_config):
+    def respond(payload):
+        text = last_user_text(payload)
+        if "observation round 2" in text:
+            return {"content": "The cart holds the item.\nTASK COMPLETE"}
+        return {"content": "Looking around. CONTINUE"}
+
+    with ScriptedChatServer(respond) as srv:
+        (trace,) = run(fake_model_config(srv.base_url, max_steps=3), tmp_path)
+    assert node_sequence(trace) == [
+        ("navigate", 1), ("observe", 1), ("interact", 1), ("observe", 2), ("report", 1),
+    ]  # fmt: skip
+
+
+def test_prompts_carry_task_and_history(tmp_path, fake_model_config):
+    task = load_tasks("builtin")[0]
+    with ScriptedChatServer(lambda p: {"content": "NAV-PLAN-XYZ"}) as srv:
+        run(fake_model_config(srv.base_url, max_steps=1), tmp_path, [task])
+    first, second = srv.requests[0], srv.requests[1]
+    assert task.confirmed_task in last_user_text(first)
+    assert task.website in last_user_text(first)
+    assert "NAV-PLAN-XYZ" in last_user_text(second)  # observe sees navigate's output
+    assert first["temperature"] == 0.7 and first["seed"] == 20260504
+
+
+def test_tool_arguments_reach_the_tool_as_produced(tmp_path, fake_model_config):
+    args = {
+        "json_string": '{"flights": [{"price": 120}, {"price": 95}]}',
+        "query": "flights[1].price",
+    }
+
+    def respond(payload):
+        if (
+            "interaction round" in last_user_text(payload)
+            and payload["messages"][-1]["role"] == "user"
+        ):
+            return {"tool_calls": [("json_parser", args), ("no_such_tool", {"x": 1})]}
+        return {"content": "done."}
+
+    with ScriptedChatServer(respond) as srv:
+        (trace,) = run(fake_model_config(srv.base_url, max_steps=1), tmp_path)
+    ok_call, bad_call = trace.tool_calls
+    assert ok_call.name == "json_parser" and json.loads(ok_call.arguments) == args
+    assert ok_call.ok and ok_call.output == "95" and ok_call.node == "interact"
+    assert not bad_call.ok and "unknown tool 'no_such_tool'" in bad_call.error
+    # the follow-up request carries the tool results, and the assistant turn that asked
+    # for them has content "" (the gateway's mend for llama.cpp), never null
+    follow_up = next(r for r in srv.requests if any(m["role"] == "tool" for m in r["messages"]))
+    tool_msgs = [m for m in follow_up["messages"] if m["role"] == "tool"]
+    assert tool_msgs[0]["content"] == "95"
+    assert tool_msgs[1]["content"].startswith("ERROR: unknown tool")
+    assistant = [m for m in follow_up["messages"] if m["role"] == "assistant"][-1]
+    assert assistant["content"] == "" and assistant["tool_calls"]
+    # tools were offered with their guidance descriptions, only on the interact node
+    offered = {t["function"]["name"] for t in follow_up["tools"]}
+    assert offered == {"python_repl", "sympy", "datetime", "json_parser"}
+    assert "tools" not in srv.requests[0]
+
+
+def test_tool_rounds_are_capped(tmp_path, fake_model_config):
+    def respond(payload):
+        if "interaction round" in last_user_text(payload):
+            return {"tool_calls": [("datetime", {})]}
+        return {"content": "CONTINUE"}
+
+    with ScriptedChatServer(respond) as srv:
+        (trace,) = run(fake_model_config(srv.base_url, max_steps=1, max_tool_rounds=2), tmp_path)
+    assert [c.name for c in trace.tool_calls] == ["datetime", "datetime"]
+    assert all(c.ok for c in trace.tool_calls)
+    # the last interact call is made without tools, so the node ends in text
+    last_interact = [r for r in srv.requests if "interaction round" in last_user_text(r)][-1]
+    assert "tools" not in last_interact
+
+
+def test_invalid_tool_json_is_a_failed_call(tmp_path, fake_model_config):
+    def respond(payload):
+        if (
+            "interaction round" in last_user_text(payload)
+            and payload["messages"][-1]["role"] == "user"
+        ):
+            return {"tool_calls": [("python_repl", '{"code": "1+')]}
+        return {"content": "done."}
+
+    with ScriptedChatServer(respond) as srv:
+        (trace,) = run(fake_model_config(srv.base_url, max_steps=1), tmp_path)
+    (call,) = trace.tool_calls
+    assert not call.ok and "not valid JSON" in call.error
+
+
+def test_provider_error_is_retried_then_classified(tmp_path, fake_model_config):
+    with ScriptedChatServer(lambda p: {"status": 500}) as srv:
+        (trace,) = run(fake_model_config(srv.base_url), tmp_path)
+    assert trace.status == "error" and trace.error_class == "provider_error"
+    assert len(srv.requests) == 2  # provider_retries=1: one try + one retry
+    (call,) = trace.llm_calls
+    assert call.attempts == 2 and call.http_status == 500 and "upstream 500" in call.error
+
+
+def test_timeout_is_a_row_not_a_crash(tmp_path, fake_model_config):
+    with ScriptedChatServer(lambda p: {"content": "slow", "sleep": 3}) as srv:
+        (trace,) = run(fake_model_config(srv.base_url, timeout_s=1), tmp_path)
+    assert trace.status == "timeout" and trace.error_class == "timeout"
+    assert 0.9 < trace.wall_seconds < 2.5
+
+
+def test_checkpoint_resumes_without_redoing(tmp_path, fake_model_config):
+    tasks = load_tasks("builtin")[:2]
+    cfg = fake_model_config("http://unused", max_steps=1)
+    with ScriptedChatServer(lambda p: {"content": "TASK COMPLETE"}) as srv:
+        cfg["models"]["fake"]["base_url"] = srv.base_url
+        first = run(cfg, tmp_path, tasks[:1])
+        n_first = len(srv.requests)
+        both = run(cfg, tmp_path, tasks)
+    assert both[0].run_id == first[0].run_id
+    assert len(srv.requests) == 2 * n_first  # only the second task ran
+    assert len(Checkpoint(tmp_path / "ckpt.jsonl").load()) == 2
+
+
+def test_checkpoint_ignores_runs_of_another_config(tmp_path, fake_model_config):
+    tasks = load_tasks("builtin")[:1]
+    with ScriptedChatServer(lambda p: {"content": "TASK COMPLETE"}) as srv:
+        run(fake_model_config(srv.base_url, max_steps=1), tmp_path, tasks)
+        n = len(srv.requests)
+        run(fake_model_config(srv.base_url, max_steps=1, temperature=0.2), tmp_path, tasks)
+    assert len(srv.requests) == 2 * n
+
+
+@pytest.mark.parametrize("torn", ['{"run_id": "abc", "trunc', ""])
+def test_checkpoint_tolerates_torn_line(tmp_path, torn):
+    path = tmp_path / "c.jsonl"
+    path.write_text(torn + "\n")
+    assert Checkpoint(path).load() == {}
