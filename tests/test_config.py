@@ -106,3 +106,18 @@ def test_snakemake_dry_run_names_bad_key_before_any_job(tmp_path, base_config):
     assert proc.returncode != 0
     assert "max_tokens" in out and "'lots' is not of type 'integer'" in out
     assert not (tmp_path / "results").exists()
+
+
+def test_experiment_files_override_the_default(tmp_path):
+    for path in sorted((REPO / "config" / "experiments").glob("*.yaml")):
+        cfg = load_config(path, base_dir=REPO, base=REPO / "config" / "config.yaml")
+        assert cfg.experiment == path.stem
+
+
+def test_merge_is_nested(tmp_path, base_config):
+    from mastif.config import merge_configs
+
+    merged = merge_configs(base_config, {"generation": {"max_tokens": 7}, "tools": ["sympy"]})
+    assert merged["generation"]["max_tokens"] == 7
+    assert merged["generation"]["temperature"] == 0.7  # kept from the base
+    assert merged["tools"] == ["sympy"]  # lists are replaced

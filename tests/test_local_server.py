@@ -103,7 +103,13 @@ CHILD = textwrap.dedent(
 def test_no_orphan_when_job_is_killed(tmp_path, sig):
     """A cancelled job (SIGTERM) stops its server; a killed one (SIGKILL) too, via PDEATHSIG."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(REPO / "config" / "config.yaml"), str(tmp_path / "s.log")],
+        [
+            sys.executable,
+            "-c",
+            CHILD,
+            str(REPO / "config" / "config.yaml"),
+            str(tmp_path / "s.log"),
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -134,7 +140,11 @@ def test_gateway_mends_llama_cpp_quirks(smollm2_spec, tmp_path):
             "role": "assistant",
             "content": None,
             "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "datetime", "arguments": "{}"}}
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "datetime", "arguments": "{}"},
+                }
             ],
         },
         {"role": "tool", "tool_call_id": "c1", "content": "2026-12-01T10:00:00Z"},
@@ -144,7 +154,9 @@ def test_gateway_mends_llama_cpp_quirks(smollm2_spec, tmp_path):
         direct = httpx.post(f"{endpoint.base_url}/chat/completions", json=body, timeout=60)
         assert direct.status_code == 500  # the quirk, as seen with llama-cpp-python 0.3.36
         with Gateway(endpoint) as gw:
-            r = httpx.post(f"{gw.base_url_for('run1', 'interact')}/chat/completions", json=body, timeout=60)
+            r = httpx.post(
+                f"{gw.base_url_for('run1', 'interact')}/chat/completions", json=body, timeout=60
+            )
             assert r.status_code == 200, r.text
             (call,) = gw.end_run("run1")
     assert call.node == "interact" and call.http_status == 200 and call.attempts == 1

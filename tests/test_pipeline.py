@@ -90,10 +90,32 @@ def test_end_to_end_on_the_bundled_model(pipeline_copy):
     assert run["node_outputs"][-1]["node"] == "report"
     assert run["final_answer"] == run["node_outputs"][-1]["text"]
     assert run["max_tokens"] == 48 and run["temperature"] == 0.7
-    assert (pipeline_copy / "logs/execute_stack/smollm2/standard/langgraph.server.log").stat().st_size
+    assert (
+        (pipeline_copy / "logs/execute_stack/smollm2/standard/langgraph.server.log").stat().st_size
+    )
     assert not (pipeline_copy / "results/checkpoints/smollm2/standard/langgraph.jsonl").exists()
     assert llama_servers_under(pipeline_copy) == []
 
     # a second invocation has nothing to do
     again = snakemake("-n", "--configfile", "override.yaml", cwd=pipeline_copy)
     assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_prompt_edit_reruns_execution_not_sampling(pipeline_copy):
+    """Prompts are rule inputs: after a finished run, editing one reruns execute_stack only."""
+    (pipeline_copy / "results/runs/smollm2/standard").mkdir(parents=True)
+    for out in (
+        "tasks.parquet",
+        "tasks_allocation.parquet",
+        "runs/smollm2/standard/langgraph.parquet",
+    ):
+        (pipeline_copy / "results" / out).write_bytes(b"")
+    first = snakemake("--touch", "--cores", "1", cwd=pipeline_copy)  # mark all outputs current
+    assert first.returncode == 0, first.stderr
+    assert "Nothing to be done" in snakemake("-n", cwd=pipeline_copy).stdout
+    prompt = pipeline_copy / "config/prompts/observe.md"
+    prompt.write_text(prompt.read_text() + "\nBe brief.\n")
+    proc = snakemake("-n", cwd=pipeline_copy)
+    assert "rule execute_stack:" in proc.stdout
+    assert "Updated input files: config/prompts/observe.md" in proc.stdout
+    assert "rule sample_tasks:" not in proc.stdout

@@ -15,7 +15,7 @@ from mastif.config import ConfigError, load_config
 
 def cmd_validate(args: argparse.Namespace) -> int:
     try:
-        cfg = load_config(args.config, base_dir=Path.cwd())
+        cfg = load_config(args.config, base_dir=Path.cwd(), base=args.base)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -47,6 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("validate", help="validate an experiment config and list its stacks")
     p.add_argument("config", nargs="?", default="config/config.yaml")
+    p.add_argument(
+        "--base",
+        default="config/config.yaml",
+        help="config the file overrides, as with snakemake --configfile (default: %(default)s)",
+    )
     p.set_defaults(func=cmd_validate)
     p = sub.add_parser("runs", help="summarise a runs Parquet file")
     p.add_argument("parquet")

@@ -64,6 +64,7 @@ class TaskSpec(_Frozen):
     path: str | None
     sample_size: int
     strata: tuple[str, ...]
+    min_per_stratum: int
     seed: int
 
 
@@ -223,12 +224,33 @@ def parse_config(raw: Mapping[str, Any], base_dir: Path | None = None) -> Experi
     return ExperimentConfig.model_validate(validate_config(raw, base_dir))
 
 
-def load_config(path: str | Path, base_dir: Path | None = None) -> ExperimentConfig:
+def merge_configs(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Nested mappings merge key by key, anything else is replaced (as ``--configfile`` does)."""
+    merged = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = merge_configs(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     with path.open() as fh:
         raw = yaml.safe_load(fh) or {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: top level must be a mapping")
+    return raw
+
+
+def load_config(
+    path: str | Path, base_dir: Path | None = None, base: str | Path | None = None
+) -> ExperimentConfig:
+    """Load ``path``; with ``base``, ``path`` overrides it as Snakemake's ``--configfile`` does."""
+    raw = read_yaml_mapping(path)
+    if base is not None and Path(base).resolve() != Path(path).resolve():
+        raw = merge_configs(read_yaml_mapping(base), raw)
     return parse_config(raw, base_dir)
 
 

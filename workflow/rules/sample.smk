@@ -12,6 +12,7 @@ rule sample_tasks:
         source=config["tasks"]["source"],
         sample_size=config["tasks"]["sample_size"],
         strata=config["tasks"]["strata"],
+        min_per_stratum=config["tasks"]["min_per_stratum"],
         seed=config["tasks"]["seed"],
     script:
         "../scripts/sample_tasks.py"

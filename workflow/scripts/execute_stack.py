@@ -15,7 +15,8 @@ exit_cleanly_on_sigterm()
 logging.basicConfig(
     filename=snakemake.log.run, level=logging.INFO, format="%(asctime)s %(name)s %(message)s"
 )
-logging.getLogger("httpx").setLevel(logging.WARNING)
+for noisy in ("httpx", "httpx2"):
+    logging.getLogger(noisy).setLevel(logging.WARNING)
 
 config = parse_config(snakemake.config, base_dir=Path.cwd())
 w = snakemake.wildcards

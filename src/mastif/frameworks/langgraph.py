@@ -18,6 +18,7 @@ from langchain_openai import ChatOpenAI
 from langgraph.graph import END, START, StateGraph
 
 from mastif.frameworks.base import RunContext
+from mastif.tools import ToolResult
 from mastif.trace import NodeOutput
 from mastif.workflow import PlannedNode, render_prompt
 
@@ -97,8 +98,6 @@ class LangGraphAdapter:
             content = result.output if result.ok else f"ERROR: {result.error}"
             messages.append(ToolMessage(content=content, tool_call_id=call["id"] or call["name"]))
         for bad in reply.invalid_tool_calls:
-            from mastif.tools import ToolResult
-
             error = f"arguments are not valid JSON: {bad.get('error') or bad.get('args')}"
             result = ToolResult(False, "", error)
             name = bad.get("name") or "<unnamed>"
