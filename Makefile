@@ -5,6 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.mastif-installed
 CORES ?= 2
+TORCH_VERSION ?= 2.13.0
 
 .PHONY: setup run test lint dry-run clean
 
@@ -13,11 +14,15 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	# CPU PyTorch first: on these machines this pin is a local CPU wheel; an unpinned
+	# torch would pull several GB of CUDA wheels
+	$(BIN)/pip install --quiet torch==$(TORCH_VERSION)
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
 run: setup
 	$(BIN)/snakemake --cores $(CORES)
+	$(BIN)/snakemake --report results/report.html
 
 dry-run: setup
 	$(BIN)/snakemake -n

@@ -1,13 +1,23 @@
 # mastif: compare agent technology stacks (model x protocol x framework) on web tasks.
-# The DAG: sample_tasks -> execute_stack (one job per stack) -> (later) judge, values, metrics.
+# The DAG: sample_tasks -> execute_stack (one job per stack) -> judge_runs + tag_values
+# -> aggregate_metrics -> test_factors -> plots, tables, report.
 
 
 configfile: "config/config.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/sample.smk"
 include: "workflow/rules/execute.smk"
+include: "workflow/rules/judge.smk"
+include: "workflow/rules/values.smk"
+include: "workflow/rules/metrics.smk"
+include: "workflow/rules/stats.smk"
+include: "workflow/rules/plots.smk"
+include: "workflow/rules/tables.smk"
 
 
 rule all:

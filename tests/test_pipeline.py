@@ -96,26 +96,45 @@ def test_end_to_end_on_the_bundled_model(pipeline_copy):
     assert not (pipeline_copy / "results/checkpoints/smollm2/standard/langgraph.jsonl").exists()
     assert llama_servers_under(pipeline_copy) == []
 
+    results = pipeline_copy / "results"
+    judged = pl.read_parquet(results / "judged/smollm2/standard/langgraph.parquet")
+    assert judged["run_id"].to_list() == runs["run_id"].to_list()
+    assert judged["judge_model"][0] == "gemma3"
+    values = pl.read_parquet(results / "values/smollm2/standard/langgraph.parquet")
+    assert values.height == 1 and 0.0 <= values["IVS"][0] <= 1.0
+    stacks = pl.read_parquet(results / "metrics/stacks.parquet")
+    assert stacks.height == 1 and stacks["n_runs"][0] == 1
+    for name in ("tests", "groups", "posthoc"):
+        assert (results / f"stats/{name}.parquet").exists()
+    pngs = sorted((results / "plots").glob("*.png"))
+    assert len(pngs) == 7 + 1 + 1 and all(p.stat().st_size > 1000 for p in pngs)
+    assert (results / "tables/table2_task_completion.md").read_text().strip()
+
+    report = snakemake(
+        "--report", "results/report.html", "--configfile", "override.yaml", cwd=pipeline_copy
+    )
+    assert report.returncode == 0, report.stderr[-2000:]
+    assert (results / "report.html").stat().st_size > 10_000
+
+    def dry_run_rules() -> set[str]:
+        out = snakemake("-n", "--configfile", "override.yaml", cwd=pipeline_copy).stdout
+        return {
+            line.split()[1].rstrip(":") for line in out.splitlines() if line.startswith("rule ")
+        }
+
     # a second invocation has nothing to do
-    again = snakemake("-n", "--configfile", "override.yaml", cwd=pipeline_copy)
-    assert "Nothing to be done" in again.stdout + again.stderr
-
-
-def test_prompt_edit_reruns_execution_not_sampling(pipeline_copy):
-    """Prompts are rule inputs: after a finished run, editing one reruns execute_stack only."""
-    (pipeline_copy / "results/runs/smollm2/standard").mkdir(parents=True)
-    for out in (
-        "tasks.parquet",
-        "tasks_allocation.parquet",
-        "runs/smollm2/standard/langgraph.parquet",
-    ):
-        (pipeline_copy / "results" / out).write_bytes(b"")
-    first = snakemake("--touch", "--cores", "1", cwd=pipeline_copy)  # mark all outputs current
-    assert first.returncode == 0, first.stderr
-    assert "Nothing to be done" in snakemake("-n", cwd=pipeline_copy).stdout
+    assert dry_run_rules() == set()
+    # a rubric edit reruns only the judge and what follows it
+    rubric = pipeline_copy / "config/rubric.md"
+    original = rubric.read_text()
+    rubric.write_text(original + "\nBe strict.\n")
+    assert dry_run_rules() == {
+        "judge_runs", "aggregate_metrics", "test_factors", "plot_violins", "plot_pareto",
+        "write_tables", "all",
+    }  # fmt: skip
+    rubric.write_text(original)
+    # a prompt edit reruns execution (and everything after it), not sampling
     prompt = pipeline_copy / "config/prompts/observe.md"
     prompt.write_text(prompt.read_text() + "\nBe brief.\n")
-    proc = snakemake("-n", cwd=pipeline_copy)
-    assert "rule execute_stack:" in proc.stdout
-    assert "Updated input files: config/prompts/observe.md" in proc.stdout
-    assert "rule sample_tasks:" not in proc.stdout
+    rules = dry_run_rules()
+    assert "execute_stack" in rules and "sample_tasks" not in rules

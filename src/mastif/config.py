@@ -55,8 +55,22 @@ class ModelSpec(_Frozen):
 
 
 class JudgeSpec(_Frozen):
-    model: str | None = None
+    model: str
     rubric: str
+    temperature: float
+    max_tokens: int
+    attempts: int
+    seed: int
+
+
+class ValuesSpec(_Frozen):
+    corpus: str
+    threshold: float | None
+
+
+class StatsSpec(_Frozen):
+    alpha: float
+    p_adjust: str
 
 
 class TaskSpec(_Frozen):
@@ -107,6 +121,8 @@ class ExperimentConfig(_Frozen):
     generation: GenerationSpec
     tools: tuple[str, ...]
     workflow: WorkflowSpec
+    values: ValuesSpec
+    stats: StatsSpec
     execution: ExecutionSpec
 
     def stacks(self) -> list[Stack]:
@@ -180,9 +196,18 @@ def _check_references(data: dict[str, Any], base_dir: Path) -> None:
             raise ConfigError(
                 f"agent_models.{i}: unknown model id {mid!r}; known: {sorted(models)}"
             )
-    judge_model = data["judge"].get("model")
-    if judge_model is not None and judge_model not in models:
+    judge_model = data["judge"]["model"]
+    if judge_model not in models:
         raise ConfigError(f"judge.model: unknown model id {judge_model!r}; known: {sorted(models)}")
+    rubric = resolve_path(data["judge"]["rubric"], base_dir)
+    if not rubric.is_file():
+        raise ConfigError(f"judge.rubric: file not found: {rubric}")
+    corpus = data["values"]["corpus"]
+    if (
+        not corpus.startswith(("http://", "https://"))
+        and not resolve_path(corpus, base_dir).is_file()
+    ):
+        raise ConfigError(f"values.corpus: file not found: {resolve_path(corpus, base_dir)}")
     for mid, spec in models.items():
         if spec["provider"] == "openai_compatible" and not spec.get("base_url"):
             raise ConfigError(f"models.{mid}.base_url: required for provider openai_compatible")

@@ -13,9 +13,19 @@ except ConfigError as exc:
     raise ValueError(str(exc)) from None
 
 STACKS = EXPERIMENT.stacks()
+METRICS = ["TCR", "TU", "TA", "CT", "V", "TUSR", "IVS"]
+TABLES = [
+    "table2_task_completion",
+    "table3_efficiency",
+    "table4_tool_use",
+    "table5_social_values",
+    "table6_best_stacks",
+    "kruskal_summary",
+]
 
 
 wildcard_constraints:
+    metric="|".join(METRICS),
     model="|".join(sorted({s.model for s in STACKS})),
     protocol="|".join(sorted({s.protocol for s in STACKS})),
     framework="|".join(sorted({s.framework for s in STACKS})),
@@ -25,11 +35,33 @@ def get_run_outputs():
     return [f"results/runs/{s.path}.parquet" for s in STACKS]
 
 
+def get_judged_outputs():
+    return [f"results/judged/{s.path}.parquet" for s in STACKS]
+
+
+def get_values_outputs():
+    return [f"results/values/{s.path}.parquet" for s in STACKS]
+
+
 def get_final_outputs():
-    return [
-        "results/tasks.parquet",
-        "results/tasks_allocation.parquet",
-    ] + get_run_outputs()
+    return (
+        ["results/tasks.parquet", "results/tasks_allocation.parquet"]
+        + get_run_outputs()
+        + get_judged_outputs()
+        + get_values_outputs()
+        + ["results/metrics/runs.parquet", "results/metrics/stacks.parquet"]
+        + expand("results/stats/{name}.parquet", name=["tests", "groups", "posthoc"])
+        + expand(
+            "results/plots/violin_{metric}.{ext}", metric=METRICS, ext=["png", "svg"]
+        )
+        + expand("results/plots/pareto.{ext}", ext=["png", "svg"])
+        + expand(
+            "results/plots/top_values_{model}.{ext}",
+            model=config["agent_models"],
+            ext=["png", "svg"],
+        )
+        + expand("results/tables/{table}.{ext}", table=TABLES, ext=["md", "csv"])
+    )
 
 
 def get_task_source_files(wildcards):
@@ -47,3 +79,13 @@ def get_prompt_files(wildcards):
 
 def get_model_spec(wildcards):
     return config["models"][wildcards.model]
+
+
+def get_judge_model_spec():
+    return config["models"][config["judge"]["model"]]
+
+
+def get_values_corpus_file(wildcards):
+    """A local corpus is an input (editing it re-tags); a URL is fetched by the job."""
+    corpus = config["values"]["corpus"]
+    return [] if corpus.startswith(("http://", "https://")) else [corpus]

@@ -60,7 +60,10 @@ def normalise_request(payload: dict[str, Any], provider: str) -> dict[str, Any]:
       llama.cpp, which ignores the new name and would generate without a limit;
     * ``tool_choice: "required"`` becomes ``"auto"`` for llama.cpp: its
       chatml-function-calling handler answers 500 to "required", and its "auto" is already
-      a grammar-constrained choice between a tool call and a message.
+      a grammar-constrained choice between a tool call and a message;
+    * OpenAI's ``response_format: {"type": "json_schema", "json_schema": {"schema": S}}``
+      becomes llama.cpp's ``{"type": "json_object", "schema": S}`` (same grammar-constrained
+      decoding, another spelling).
     """
     for msg in payload.get("messages", []):
         if msg.get("role") == "assistant" and msg.get("tool_calls") and not msg.get("content"):
@@ -71,6 +74,10 @@ def normalise_request(payload: dict[str, Any], provider: str) -> dict[str, Any]:
             payload.setdefault("max_tokens", limit)
         if payload.get("tool_choice") == "required":
             payload["tool_choice"] = "auto"
+        fmt = payload.get("response_format")
+        if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+            schema = (fmt.get("json_schema") or {}).get("schema", {})
+            payload["response_format"] = {"type": "json_object", "schema": schema}
     return payload
 
 

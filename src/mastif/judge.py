@@ -1,0 +1,241 @@
+"""LLM-as-judge: grade each run on task understanding (TU), adherence (TA) and completion (TCR).
+
+The judge reads the rubric (``config/rubric.md``, a rule input), the task, what the agent
+produced node by node, its tool calls with their outcomes and its final answer, and answers
+a JSON object constrained by a JSON schema in which every score is an enum of the five
+anchors (1.0 / 0.7 / 0.5 / 0.3 / 0.0). Each reply is validated again on the way in, whatever
+the server promised. A reply that does not parse or validate is retried; after the last
+attempt the run is recorded as ``judge_failed`` with the raw reply — never a default score.
+TCR is the Λ of the paper's Eq. 1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import openai
+import polars as pl
+
+from mastif.providers import Gateway
+
+log = logging.getLogger(__name__)
+
+SCORE_ANCHORS: tuple[float, ...] = (1.0, 0.7, 0.5, 0.3, 0.0)
+CRITERIA: tuple[str, ...] = ("TU", "TA", "TCR")
+#: how much of each node output / tool output the judge sees (small judges, small contexts)
+NODE_CHARS = 300
+TOOL_CHARS = 200
+ANSWER_CHARS = 1500
+
+
+def judgement_schema() -> dict[str, Any]:
+    """JSON schema of a judge reply: rationale then score per criterion (reasoning first)."""
+    props: dict[str, Any] = {}
+    for c in CRITERIA:
+        props[f"{c}_rationale"] = {"type": "string", "minLength": 12, "maxLength": 200}
+        props[f"{c}_score"] = {"type": "number", "enum": list(SCORE_ANCHORS)}
+    return {
+        "type": "object",
+        "properties": props,
+        "required": list(props),
+        "additionalProperties": False,
+    }
+
+
+class JudgeParseError(ValueError):
+    """A judge reply that is not a valid judgement."""
+
+
+@dataclass(frozen=True)
+class Judgement:
+    scores: dict[str, float]
+    rationales: dict[str, str]
+
+
+def parse_judgement(text: str) -> Judgement:
+    """Parse and validate a reply; every score must be one of :data:`SCORE_ANCHORS`."""
+    try:
+        # strict=False: a raw newline inside a rationale is harmless, not a broken reply
+        data = json.loads(text, strict=False)
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise JudgeParseError(f"reply is not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise JudgeParseError("reply is not a JSON object")
+    scores, rationales = {}, {}
+    for c in CRITERIA:
+        raw = data.get(f"{c}_score")
+        if isinstance(raw, bool) or not isinstance(raw, int | float):
+            raise JudgeParseError(f"{c}_score missing or not a number: {raw!r}")
+        match = [a for a in SCORE_ANCHORS if abs(float(raw) - a) < 1e-9]
+        if not match:
+            raise JudgeParseError(f"{c}_score {raw!r} is not one of {SCORE_ANCHORS}")
+        scores[c] = match[0]
+        rationale = data.get(f"{c}_rationale")
+        if not isinstance(rationale, str) or not rationale.strip():
+            raise JudgeParseError(f"{c}_rationale missing or empty")
+        rationales[c] = rationale.strip()
+    return Judgement(scores, rationales)
+
+
+def _clip(text: str | None, n: int) -> str:
+    text = (text or "").strip()
+    return text if len(text) <= n else text[:n] + " ...[cut]"
+
+
+def build_messages(run: dict[str, Any], task: dict[str, Any], rubric: str) -> list[dict[str, str]]:
+    """The judge's view of one run: task, reasoning per node, tool calls, final answer."""
+    lines = [
+        f"Website: {task['website']} ({task['domain']} / {task['subdomain']})",
+        f"Task: {task['confirmed_task']}",
+    ]
+    if task.get("reference_steps"):
+        lines.append("Reference steps a person took (for orientation, not required verbatim):")
+        lines += [f"  - {s}" for s in task["reference_steps"]]
+    lines.append(f"Run status: {run['status']}" + (
+        f" ({run['error_class']}: {_clip(run['error_message'], 200)})" if run["error_class"] else ""
+    ))  # fmt: skip
+    lines.append("Agent steps:")
+    for n in run["node_outputs"] or []:
+        lines.append(f"  [{n['node']} {n['step']}] {_clip(n['text'], NODE_CHARS)}")
+    if not run["node_outputs"]:
+        lines.append("  (none)")
+    lines.append("Tool calls:")
+    for t in run["tool_calls"] or []:
+        outcome = (
+            f"ok -> {_clip(t['output'], TOOL_CHARS)}"
+            if t["ok"]
+            else f"failed: {_clip(t['error'], TOOL_CHARS)}"
+        )
+        lines.append(f"  {t['name']}({_clip(t['arguments'], TOOL_CHARS)}) {outcome}")
+    if not run["tool_calls"]:
+        lines.append("  (none)")
+    lines.append(f"Final answer: {_clip(run['final_answer'], ANSWER_CHARS) or '(empty)'}")
+    return [
+        {"role": "system", "content": rubric.strip()},
+        {"role": "user", "content": "\n".join(lines)},
+    ]
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    model_id: str
+    temperature: float
+    max_tokens: int
+    attempts: int
+    seed: int
+
+
+def judge_one(
+    gateway: Gateway, run_id: str, messages: list[dict[str, str]], settings: JudgeSettings
+) -> dict[str, Any]:
+    """Ask the judge up to ``settings.attempts`` times; return the judged-table row fields."""
+    client = openai.OpenAI(
+        base_url=gateway.base_url_for(run_id, "judge"), api_key="mastif-gateway", max_retries=0
+    )
+    response_format = {
+        "type": "json_schema",
+        "json_schema": {"name": "judgement", "schema": judgement_schema(), "strict": True},
+    }
+    raw, error = "", None
+    gateway.begin_run(run_id)
+    attempts = 0
+    judgement = None
+    for attempt in range(settings.attempts):
+        attempts += 1
+        try:
+            reply = client.chat.completions.create(
+                model=gateway.endpoint.model,
+                messages=messages,  # type: ignore[arg-type]
+                # a retry at temperature 0 would repeat the same bad reply verbatim
+                temperature=settings.temperature + 0.3 * attempt,
+                max_tokens=settings.max_tokens,
+                seed=settings.seed + attempt,
+                response_format=response_format,  # type: ignore[arg-type]
+            )
+            raw = reply.choices[0].message.content or ""
+            judgement = parse_judgement(raw)
+            error = None
+            break
+        except JudgeParseError as exc:
+            error = f"unparseable reply: {exc}"
+        except openai.APIError as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        log.warning("judge attempt %d for run %s failed: %s", attempts, run_id, error)
+    calls = gateway.end_run(run_id)
+    row: dict[str, Any] = {
+        "judge_status": "ok" if judgement else "judge_failed",
+        "judge_raw_reply": raw,
+        "judge_attempts": attempts,
+        "judge_error": error,
+        "judge_prompt_tokens": sum(c.prompt_tokens or 0 for c in calls),
+        "judge_completion_tokens": sum(c.completion_tokens or 0 for c in calls),
+    }
+    for c in CRITERIA:
+        row[c] = judgement.scores[c] if judgement else None
+        row[f"{c}_rationale"] = judgement.rationales[c] if judgement else None
+    return row
+
+
+JUDGED_SCHEMA = {
+    "run_id": pl.String,
+    "model": pl.String,
+    "protocol": pl.String,
+    "framework": pl.String,
+    "task_id": pl.String,
+    "judge_model": pl.String,
+    "rubric_sha256": pl.String,
+    "judge_status": pl.String,
+    "TU": pl.Float64,
+    "TA": pl.Float64,
+    "TCR": pl.Float64,
+    "TU_rationale": pl.String,
+    "TA_rationale": pl.String,
+    "TCR_rationale": pl.String,
+    "judge_raw_reply": pl.String,
+    "judge_attempts": pl.Int64,
+    "judge_error": pl.String,
+    "judge_prompt_tokens": pl.Int64,
+    "judge_completion_tokens": pl.Int64,
+}
+
+
+def judge_runs(
+    runs: pl.DataFrame,
+    tasks: pl.DataFrame,
+    rubric_path: Path,
+    gateway: Gateway,
+    settings: JudgeSettings,
+) -> pl.DataFrame:
+    """One judged row per run (see docs/data.md)."""
+    rubric_bytes = Path(rubric_path).read_bytes()
+    rubric = rubric_bytes.decode("utf-8")
+    rubric_sha = hashlib.sha256(rubric_bytes).hexdigest()
+    by_id = {t["task_id"]: t for t in tasks.iter_rows(named=True)}
+    rows = []
+    for run in runs.iter_rows(named=True):
+        task = by_id.get(run["task_id"])
+        if task is None:
+            raise KeyError(
+                f"run {run['run_id']} refers to task {run['task_id']!r}, not in the tasks table"
+            )
+        fields = judge_one(gateway, run["run_id"], build_messages(run, task, rubric), settings)
+        rows.append(
+            {
+                "run_id": run["run_id"],
+                "model": run["model"],
+                "protocol": run["protocol"],
+                "framework": run["framework"],
+                "task_id": run["task_id"],
+                "judge_model": settings.model_id,
+                "rubric_sha256": rubric_sha,
+                **fields,
+            }
+        )
+        log.info("judged run %s: %s %s", run["run_id"], fields["judge_status"],
+                 {c: fields[c] for c in CRITERIA})  # fmt: skip
+    return pl.DataFrame(rows, schema=JUDGED_SCHEMA)

@@ -1,0 +1,297 @@
+"""The paper's Tables 2–6 (plus a table of the per-section test sentences) from the
+metrics and stats Parquet of ``docs/data.md``.
+
+:func:`paper_tables` builds each table as a DataFrame of raw numbers (what the CSV holds);
+:func:`write_tables` renders the same frames to Markdown with the paper's number formats. The
+rendering is driven by column names, so every table shares one formatter:
+
+- a column ``X`` with a companion ``X_std`` becomes one cell ``"mean (σ)"`` (:func:`fmt_mean_sd`);
+- CT/V columns get 1 decimal (seconds/tokens), mean ranks 2, other floats 3 (scores);
+- ``p_value`` is written as ``< 0.001`` or with 3 decimals; nulls as an em dash.
+
+This module does not import ``mastif.metrics``/``mastif.stats``: it only reads their tables.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+FACTORS: tuple[str, ...] = ("model", "protocol", "framework")
+ALPHA = 0.05
+DASH = "—"
+
+# Table 6: metric → (row label, research question, higher is better)
+BEST_METRICS: dict[str, tuple[str, str, bool]] = {
+    "TCR": ("Task completion (TCR)", "RQ1", True),
+    "CT": ("Convergence time (CT)", "RQ2", False),
+    "V": ("Verbosity (V)", "RQ2", False),
+    "TUSR": ("Tool use success (TUSR)", "RQ3", True),
+    "IVS": ("Social value stability (IVS)", "RQ4", True),
+}
+METRIC_ORDER: tuple[str, ...] = ("TCR", "TU", "TA", "CT", "V", "TUSR", "IVS")
+TEST_NAMES: dict[str, tuple[str, str]] = {
+    "kruskal": ("Kruskal-Wallis", "H"),
+    "anova": ("ANOVA", "F"),
+}
+
+CAPTIONS: dict[str, str] = {
+    "table2_task_completion": (
+        "Table 2. Mean task understanding (TU), task adherence (TA) and task completion rate "
+        "(TCR, σ in parentheses) per technology stack, scored by the judge model with the "
+        "rubric; failed judgements are excluded from the means and counted in n judge failed."
+    ),
+    "table3_efficiency": (
+        "Table 3. Mean convergence time CT per task in seconds and mean verbosity V per task in "
+        "tokens (σ in parentheses) per technology stack; Pareto-optimal = efficiency profile "
+        "E = (TCR, CT, V) not dominated by another stack."
+    ),
+    "table4_tool_use": (
+        "Table 4. Tool use success rate TUSR (pooled over the stack's tool calls; σ of the "
+        "per-run rate in parentheses) per technology stack. Stacks that made no tool call are "
+        f"listed with {DASH} (the paper omitted them; they are kept so nothing is hidden)."
+    ),
+    "table5_social_values": (
+        "Table 5. Social value stability between prompt and final answer (SVS_P,o), across "
+        "reasoning steps (SVS_reasoning), and over all steps from prompt to final answer "
+        "(SVS, σ in parentheses) per technology stack; the higher the better."
+    ),
+    "table6_best_stacks": (
+        "Table 6. Best-performing level of model, protocol and framework per metric by mean "
+        "rank (higher better for TCR, TUSR, IVS; lower for CT, V), with the test behind it; "
+        "(n.s.) = not significant at α = 0.05, (only level) = a factor with one level, untested."
+    ),
+    "kruskal_summary": (
+        "Tests per metric and factor (Kruskal-Wallis H or ANOVA F, chosen by Shapiro-Wilk "
+        "normality of the groups); skipped tests give the reason."
+    ),
+}
+
+HEADERS: dict[str, str] = {
+    "SVS_prompt_output": "SVS_P,o",
+    "SVS_reasoning": "SVS_reasoning",
+    "pareto_optimal": "Pareto-optimal",
+    "p_value": "p-value",
+}
+UNITS: dict[str, str] = {"CT": "s", "V": "tokens"}
+ONE_DECIMAL: frozenset[str] = frozenset({"CT", "V"})
+
+
+# ---------------------------------------------------------------------------------------------
+# Formatting (shared by every table)
+
+
+def _missing(x: Any) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def fmt_num(x: Any, decimals: int = 3) -> str:
+    """A number with fixed decimals; an em dash for null/NaN."""
+    return DASH if _missing(x) else f"{float(x):.{decimals}f}"
+
+
+def fmt_mean_sd(mean: Any, sd: Any, decimals: int = 3) -> str:
+    """The paper's ``mean (σ)`` cell, e.g. ``0.667 (0.186)``; σ is a dash when undefined."""
+    if _missing(mean):
+        return DASH
+    return f"{fmt_num(mean, decimals)} ({fmt_num(sd, decimals)})"
+
+
+def fmt_p(p: Any) -> str:
+    """p-values as the paper writes them: ``< 0.001`` or 3 decimals."""
+    if _missing(p):
+        return DASH
+    return "< 0.001" if float(p) < 0.001 else f"{float(p):.3f}"
+
+
+def _decimals(column: str) -> int:
+    if column.endswith("mean_rank"):
+        return 2
+    return 1 if column.removesuffix("_std") in ONE_DECIMAL else 3
+
+
+def _cell(column: str, value: Any) -> str:
+    if column == "p_value":
+        return fmt_p(value)
+    if _missing(value):
+        return DASH
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return fmt_num(value, _decimals(column))
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(df: pl.DataFrame, caption: str) -> str:
+    """A one-line caption, a blank line, then a GitHub pipe table of ``df``."""
+    shown = [c for c in df.columns if not (c.endswith("_std") and c[:-4] in df.columns)]
+    headers = []
+    for c in shown:
+        header = HEADERS.get(c, c.replace("_", " "))
+        if f"{c}_std" in df.columns:
+            header += " (σ)"
+        if c in UNITS:
+            header += f" [{UNITS[c]}]"
+        headers.append(header)
+    lines = [caption, "", "| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
+    for row in df.iter_rows(named=True):
+        cells = [
+            fmt_mean_sd(row[c], row[f"{c}_std"], _decimals(c))
+            if f"{c}_std" in df.columns
+            else _cell(c, row[c])
+            for c in shown
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables
+
+
+def _stack_table(stacks: pl.DataFrame, columns: dict[str, str]) -> pl.DataFrame:
+    """Stack label plus ``columns`` (source → table name), in the paper's row order
+    (model, then framework, then protocol)."""
+    return stacks.sort(["model", "framework", "protocol"]).select(
+        pl.concat_str([pl.col(c).cast(pl.String) for c in FACTORS], separator=", ").alias("Stack"),
+        *[pl.col(src).alias(dst) for src, dst in columns.items()],
+    )
+
+
+def _ordered(column: str, order: Sequence[str]) -> pl.Expr:
+    """Sort key putting known names in ``order`` first, the rest after."""
+    return pl.col(column).replace_strict(
+        {name: i for i, name in enumerate(order)}, default=len(order), return_dtype=pl.Int64
+    )
+
+
+def _test_text(factor: str, test: dict[str, Any] | None) -> str:
+    """'model: Kruskal-Wallis H=12.300, p < 0.001' — the paper's test sentence, shortened."""
+    if test is None:
+        return f"{factor}: no test"
+    if test["test"] not in TEST_NAMES:
+        return f"{factor}: skipped ({test.get('note') or 'no reason given'})"
+    name, stat = TEST_NAMES[test["test"]]
+    p = fmt_p(test["p_value"])
+    p = f"p {p}" if p.startswith("<") else f"p={p}"
+    return f"{factor}: {name} {stat}={fmt_num(test['statistic'])}, {p}"
+
+
+def _best_level(groups: pl.DataFrame, test: dict[str, Any] | None, higher: bool) -> tuple[str, Any]:
+    """The level with the best mean rank, annotated when the ranking is not backed by a test."""
+    if groups.height == 0:
+        return DASH, None
+    best = groups.sort(["mean_rank", "level"], descending=[higher, False], nulls_last=True).row(
+        0, named=True
+    )
+    level = str(best["level"])
+    tested = test is not None and test["test"] in TEST_NAMES
+    if not tested:
+        level += " (only level)" if groups.height == 1 else " (not tested)"
+    elif _missing(test["p_value"]) or test["p_value"] >= ALPHA:
+        level += " (n.s.)"
+    return level, best["mean_rank"]
+
+
+def best_stacks(stats_tests: pl.DataFrame, stats_groups: pl.DataFrame) -> pl.DataFrame:
+    """Table 6: per metric, the best level of each factor by Kruskal-Wallis/ANOVA mean rank."""
+    rows = []
+    for metric, (label, rq, higher) in BEST_METRICS.items():
+        row: dict[str, Any] = {"Metric": label, "RQ": rq, "better": "higher" if higher else "lower"}
+        tests_text = []
+        for factor in FACTORS:
+            tests = stats_tests.filter((pl.col("metric") == metric) & (pl.col("factor") == factor))
+            test = tests.row(0, named=True) if tests.height else None
+            groups = stats_groups.filter(
+                (pl.col("metric") == metric) & (pl.col("factor") == factor)
+            )
+            row[factor], row[f"{factor}_mean_rank"] = _best_level(groups, test, higher)
+            tests_text.append(_test_text(factor, test))
+        row["tests"] = "; ".join(tests_text)
+        rows.append(row)
+    schema = {"Metric": pl.String, "RQ": pl.String, "better": pl.String}
+    for factor in FACTORS:
+        schema |= {factor: pl.String, f"{factor}_mean_rank": pl.Float64}
+    return pl.DataFrame(rows, schema=schema | {"tests": pl.String})
+
+
+def kruskal_summary(stats_tests: pl.DataFrame) -> pl.DataFrame:
+    """The per-section test sentences ("Kruskal-Wallis test for … H-statistic = …") as rows."""
+    return stats_tests.sort(
+        _ordered("metric", METRIC_ORDER),
+        _ordered("factor", FACTORS),
+    ).select(
+        "metric",
+        "factor",
+        "test",
+        pl.col("test")
+        .replace_strict(
+            {k: v[1] for k, v in TEST_NAMES.items()}, default=None, return_dtype=pl.String
+        )
+        .alias("stat"),
+        "statistic",
+        "p_value",
+        "n_levels",
+        "all_normal",
+        "note",
+    )
+
+
+def paper_tables(
+    stacks: pl.DataFrame, stats_tests: pl.DataFrame, stats_groups: pl.DataFrame
+) -> dict[str, pl.DataFrame]:
+    """All tables as raw-number DataFrames, keyed by output file stem."""
+    return {
+        "table2_task_completion": _stack_table(
+            stacks,
+            {
+                "TU_mean": "TU",
+                "TA_mean": "TA",
+                "TCR_mean": "TCR",
+                "TCR_std": "TCR_std",
+                "n_judged": "n_judged",
+                "n_judge_failed": "n_judge_failed",
+            },
+        ),
+        "table3_efficiency": _stack_table(
+            stacks,
+            {
+                "CT_mean": "CT",
+                "CT_std": "CT_std",
+                "V_mean": "V",
+                "V_std": "V_std",
+                "pareto_optimal": "pareto_optimal",
+            },
+        ),
+        "table4_tool_use": _stack_table(
+            stacks, {"TUSR": "TUSR", "TUSR_std": "TUSR_std", "n_tool_calls": "n_tool_calls"}
+        ),
+        "table5_social_values": _stack_table(
+            stacks,
+            {
+                "SVS_prompt_output": "SVS_prompt_output",
+                "SVS_reasoning": "SVS_reasoning",
+                "SVS": "SVS",
+                "SVS_std": "SVS_std",
+            },
+        ),
+        "table6_best_stacks": best_stacks(stats_tests, stats_groups),
+        "kruskal_summary": kruskal_summary(stats_tests),
+    }
+
+
+def write_tables(tables: dict[str, pl.DataFrame], out_dir: Path) -> list[Path]:
+    """Write each table as ``{name}.md`` (formatted, captioned) and ``{name}.csv`` (raw)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths: list[Path] = []
+    for name, df in tables.items():
+        md, csv = out_dir / f"{name}.md", out_dir / f"{name}.csv"
+        md.write_text(to_markdown(df, CAPTIONS.get(name, name)), encoding="utf-8")
+        df.write_csv(csv)
+        paths += [md, csv]
+    return paths

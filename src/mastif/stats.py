@@ -1,0 +1,276 @@
+"""Significance tests across model, protocol and framework (paper Sections 4.3 and 5).
+
+Per (metric, factor): Shapiro-Wilk per level decides between one-way ANOVA (every level
+shown normal) and Kruskal-Wallis (otherwise); Kruskal-Wallis mean ranks name the best level
+(Table 6); Dunn's post-hoc gives the pairwise differences shown in the violin plots. All
+statistics come from scipy / scikit-posthocs; this module only routes data and records the
+results in the ``results/stats/{tests,groups,posthoc}.parquet`` tables of docs/data.md.
+Degenerate inputs (one level, constant values) become a "skipped" row with a note instead of
+an exception, so one empty metric never stops the whole analysis.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import polars as pl
+import scikit_posthocs as sp
+from scipy import stats as st
+
+METRICS: tuple[str, ...] = ("TCR", "TU", "TA", "CT", "V", "TUSR", "IVS")
+FACTORS: tuple[str, ...] = ("model", "protocol", "framework")
+
+# Direction of "better" per metric, for Table 6 (CT and V are costs).
+HIGHER_IS_BETTER: dict[str, bool] = {
+    "TCR": True,
+    "TU": True,
+    "TA": True,
+    "CT": False,
+    "V": False,
+    "TUSR": True,
+    "IVS": True,
+}
+
+TESTS_SCHEMA: dict[str, pl.DataType] = {
+    "metric": pl.String(),
+    "factor": pl.String(),
+    "n_levels": pl.Int64(),
+    "test": pl.String(),
+    "statistic": pl.Float64(),
+    "p_value": pl.Float64(),
+    "all_normal": pl.Boolean(),
+    "note": pl.String(),
+}
+GROUPS_SCHEMA: dict[str, pl.DataType] = {
+    "metric": pl.String(),
+    "factor": pl.String(),
+    "level": pl.String(),
+    "n": pl.Int64(),
+    "mean": pl.Float64(),
+    "std": pl.Float64(),
+    "median": pl.Float64(),
+    "mean_rank": pl.Float64(),
+    "shapiro_W": pl.Float64(),
+    "shapiro_p": pl.Float64(),
+}
+POSTHOC_SCHEMA: dict[str, pl.DataType] = {
+    "metric": pl.String(),
+    "factor": pl.String(),
+    "level_a": pl.String(),
+    "level_b": pl.String(),
+    "p_adj": pl.Float64(),
+    "p_adjust": pl.String(),
+}
+BEST_LEVELS_SCHEMA: dict[str, pl.DataType] = {
+    "metric": pl.String(),
+    "factor": pl.String(),
+    "level": pl.String(),
+    "mean_rank": pl.Float64(),
+}
+
+
+def _float(x: Any) -> float | None:
+    """A finite float, or None for None/NaN/inf (Parquet null, not NaN)."""
+    if x is None:
+        return None
+    f = float(x)
+    return f if math.isfinite(f) else None
+
+
+def _shapiro(values: np.ndarray) -> tuple[float | None, float | None]:
+    """Shapiro-Wilk (W, p) of one level; (None, None) when it cannot say anything.
+
+    scipy needs n >= 3. A zero-range sample is also reported as null: scipy then returns
+    W = p = 1 with an accuracy warning, which would wrongly pass a degenerate level as normal.
+    """
+    if values.size < 3 or np.ptp(values) == 0:
+        return None, None
+    res = st.shapiro(values)
+    return _float(res.statistic), _float(res.pvalue)
+
+
+def _group_rows(
+    metric: str, factor: str, data: pl.DataFrame, levels: list[str]
+) -> tuple[list[dict[str, Any]], list[np.ndarray]]:
+    """Descriptive row per level (n, mean, σ, median, Kruskal-Wallis mean rank, Shapiro)."""
+    ranks = st.rankdata(data[metric].to_numpy())  # over all runs of the metric, ties averaged
+    lv = data[factor].to_numpy()
+    rows: list[dict[str, Any]] = []
+    samples: list[np.ndarray] = []
+    for level in levels:
+        mask = lv == level
+        x = data[metric].to_numpy()[mask].astype(float)
+        w, p = _shapiro(x)
+        rows.append(
+            {
+                "metric": metric,
+                "factor": factor,
+                "level": level,
+                "n": int(x.size),
+                "mean": _float(np.mean(x)),
+                "std": _float(np.std(x, ddof=1)) if x.size >= 2 else None,
+                "median": _float(np.median(x)),
+                "mean_rank": _float(np.mean(ranks[mask])),
+                "shapiro_W": w,
+                "shapiro_p": p,
+            }
+        )
+        samples.append(x)
+    return rows, samples
+
+
+def _test_one(
+    run_table: pl.DataFrame, metric: str, factor: str, alpha: float, p_adjust: str | None
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Tests, groups and post-hoc rows for one (metric, factor)."""
+    data = run_table.select(
+        pl.col(factor).cast(pl.String), pl.col(metric).cast(pl.Float64).fill_nan(None)
+    ).drop_nulls()
+    levels = sorted(data[factor].unique().to_list())
+    test: dict[str, Any] = {
+        "metric": metric,
+        "factor": factor,
+        "n_levels": len(levels),
+        "test": "skipped",
+        "statistic": None,
+        "p_value": None,
+        "all_normal": None,
+        "note": None,
+    }
+    if not levels:
+        test["note"] = f"no non-null {metric} values"
+        return test, [], []
+    groups, samples = _group_rows(metric, factor, data, levels)
+    if len(levels) < 2:
+        test["note"] = (
+            f"only one {factor} level with {metric} data ({levels[0]}); nothing to compare"
+        )
+        return test, groups, []
+    values = data[metric].to_numpy()
+    if np.ptp(values) == 0:
+        test["note"] = (
+            f"all {values.size} {metric} values are identical ({values[0]:g}); no variance to test"
+        )
+        return test, groups, []
+
+    all_normal = all(g["shapiro_p"] is not None and g["shapiro_p"] > alpha for g in groups)
+    test["all_normal"] = all_normal
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            res = st.f_oneway(*samples) if all_normal else st.kruskal(*samples)
+    except ValueError as exc:  # e.g. Kruskal-Wallis on all-identical values
+        test["all_normal"] = None
+        test["note"] = f"{'anova' if all_normal else 'kruskal'} failed: {exc}"
+        return test, groups, []
+    statistic, p_value = _float(res.statistic), _float(res.pvalue)
+    if statistic is None or p_value is None:
+        test["all_normal"] = None
+        test["note"] = (
+            f"{'anova' if all_normal else 'kruskal'} undefined on these data (NaN result)"
+        )
+        return test, groups, []
+    test.update(test="anova" if all_normal else "kruskal", statistic=statistic, p_value=p_value)
+    return test, groups, _dunn(metric, factor, data, p_adjust)
+
+
+def _dunn(
+    metric: str, factor: str, data: pl.DataFrame, p_adjust: str | None
+) -> list[dict[str, Any]]:
+    """Dunn's post-hoc (scikit-posthocs) as one row per unordered pair, level_a < level_b."""
+    matrix = sp.posthoc_dunn(data.to_pandas(), val_col=metric, group_col=factor, p_adjust=p_adjust)
+    labels = sorted(str(x) for x in matrix.index)
+    rows = []
+    for i, a in enumerate(labels):
+        for b in labels[i + 1 :]:
+            rows.append(
+                {
+                    "metric": metric,
+                    "factor": factor,
+                    "level_a": a,
+                    "level_b": b,
+                    "p_adj": _float(matrix.loc[a, b]),
+                    "p_adjust": p_adjust or "none",
+                }
+            )
+    return rows
+
+
+def test_factors(
+    run_table: pl.DataFrame,
+    metrics: Sequence[str] = METRICS,
+    factors: Sequence[str] = FACTORS,
+    alpha: float = 0.05,
+    p_adjust: str | None = "holm",
+) -> dict[str, pl.DataFrame]:
+    """Shapiro-Wilk → ANOVA or Kruskal-Wallis → Dunn for every (metric, factor).
+
+    Returns {"tests", "groups", "posthoc"} with the fixed schemas of docs/data.md. Nulls
+    of a metric are dropped per metric (e.g. judge-failed TCR, TUSR of runs without calls).
+    ``p_adjust`` is passed to ``scikit_posthocs.posthoc_dunn`` (None: unadjusted).
+    """
+    tests: list[dict[str, Any]] = []
+    groups: list[dict[str, Any]] = []
+    posthoc: list[dict[str, Any]] = []
+    for metric in metrics:
+        for factor in factors:
+            t, g, p = _test_one(run_table, metric, factor, alpha, p_adjust)
+            tests.append(t)
+            groups.extend(g)
+            posthoc.extend(p)
+    return {
+        "tests": pl.DataFrame(tests, schema=TESTS_SCHEMA),
+        "groups": pl.DataFrame(groups, schema=GROUPS_SCHEMA),
+        "posthoc": pl.DataFrame(posthoc, schema=POSTHOC_SCHEMA),
+    }
+
+
+# Keep pytest from collecting the public API function as a test when imported into a test.
+test_factors.__test__ = False  # type: ignore[attr-defined]
+
+
+def significance_stars(p: float | None) -> str:
+    """Figure coding of the paper: "***" p < 0.001, "**" p < 0.01, "*" p < 0.05, else ""."""
+    if p is None or not math.isfinite(p):
+        return ""
+    if p < 0.001:
+        return "***"
+    if p < 0.01:
+        return "**"
+    if p < 0.05:
+        return "*"
+    return ""
+
+
+def best_levels(
+    groups: pl.DataFrame, higher_is_better: Mapping[str, bool] = HIGHER_IS_BETTER
+) -> pl.DataFrame:
+    """Table 6: per (metric, factor) the level with the best Kruskal-Wallis mean rank.
+
+    Best is the highest mean rank for TCR, TU, TA, TUSR, IVS and the lowest for the costs
+    CT and V. A metric missing from ``higher_is_better`` is an error, not a guess. Ties go to
+    the alphabetically first level so the table is deterministic.
+    """
+    data = groups.filter(pl.col("mean_rank").is_not_null())
+    unknown = sorted(set(data["metric"].unique().to_list()) - set(higher_is_better))
+    if unknown:
+        raise ValueError(f"no direction (higher_is_better) for metric(s): {unknown}")
+    rows = []
+    for (metric, factor), part in data.group_by("metric", "factor", maintain_order=True):
+        hib = higher_is_better[str(metric)]
+        best = part.sort(["mean_rank", "level"], descending=[hib, False], nulls_last=True).row(
+            0, named=True
+        )
+        rows.append(
+            {
+                "metric": metric,
+                "factor": factor,
+                "level": best["level"],
+                "mean_rank": best["mean_rank"],
+            }
+        )
+    return pl.DataFrame(rows, schema=BEST_LEVELS_SCHEMA)

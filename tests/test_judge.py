@@ -1,0 +1,188 @@
+"""The judge: strict parsing, retries, judge_failed, and a real judgement by Gemma-3-270M."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from mastif.config import parse_config
+from mastif.judge import (
+    JUDGED_SCHEMA,
+    SCORE_ANCHORS,
+    JudgeParseError,
+    JudgeSettings,
+    build_messages,
+    judge_runs,
+    judgement_schema,
+    parse_judgement,
+)
+from mastif.providers import Endpoint, Gateway, open_endpoint
+from mastif.providers.gateway import normalise_request
+from tests.fakes import ScriptedChatServer
+
+REPO = Path(__file__).resolve().parents[1]
+RUBRIC = REPO / "config" / "rubric.md"
+SETTINGS = JudgeSettings("judge", 0.0, 256, 3, 1)
+
+
+def valid_reply(tu=1.0, ta=0.7, tcr=0.5) -> str:
+    return json.dumps(
+        {
+            "TU_rationale": "Understood the booking goal.",
+            "TU_score": tu,
+            "TA_rationale": "Stayed mostly on task.",
+            "TA_score": ta,
+            "TCR_rationale": "Found the flight, no price.",
+            "TCR_score": tcr,
+        }
+    )
+
+
+def test_parse_valid_reply():
+    j = parse_judgement(valid_reply())
+    assert j.scores == {"TU": 1.0, "TA": 0.7, "TCR": 0.5}
+    assert j.rationales["TA"] == "Stayed mostly on task."
+
+
+@pytest.mark.parametrize(
+    "reply, message",
+    [
+        ("not json at all", "not JSON"),
+        ("[1, 2]", "not a JSON object"),
+        (
+            valid_reply(tu=2),
+            "TU_score 2 is not one of",
+        ),  # seen from Gemma-3-270M with a free number
+        (valid_reply(tcr=0.6), "TCR_score 0.6 is not one of"),
+        (valid_reply(ta="0.7"), "TA_score missing or not a number"),
+        (json.dumps({"TU_score": 1.0}), "TU_rationale missing"),
+    ],
+)
+def test_parse_rejects_invalid_replies(reply, message):
+    with pytest.raises(JudgeParseError, match=message):
+        parse_judgement(reply)
+
+
+def test_schema_scores_are_enums_of_the_anchors():
+    schema = judgement_schema()
+    for c in ("TU", "TA", "TCR"):
+        assert schema["properties"][f"{c}_score"]["enum"] == list(SCORE_ANCHORS)
+    assert schema["additionalProperties"] is False
+
+
+def test_gateway_translates_json_schema_for_llama_cpp():
+    fmt = {"type": "json_schema", "json_schema": {"name": "j", "schema": {"type": "object"}}}
+    local = normalise_request({"messages": [], "response_format": dict(fmt)}, "local")
+    assert local["response_format"] == {"type": "json_object", "schema": {"type": "object"}}
+    remote = normalise_request({"messages": [], "response_format": dict(fmt)}, "openai_compatible")
+    assert remote["response_format"] == fmt
+
+
+@pytest.fixture
+def one_run() -> tuple[pl.DataFrame, pl.DataFrame]:
+    tasks = pl.DataFrame(
+        [
+            {
+                "task_id": "t1",
+                "confirmed_task": "Find a one-way flight from Denver to Boston on June 12.",
+                "website": "skyfare",
+                "domain": "Travel",
+                "subdomain": "Airlines",
+                "level": "easy",
+                "n_steps": 2,
+                "reference_steps": ["[textbox] From -> TYPE: Denver", "[button] Search -> CLICK"],
+            }
+        ]
+    )
+    runs = pl.DataFrame(
+        [
+            {
+                "run_id": "r1",
+                "model": "m",
+                "protocol": "standard",
+                "framework": "langgraph",
+                "task_id": "t1",
+                "status": "ok",
+                "error_class": None,
+                "error_message": None,
+                "final_answer": "I searched skyfare for Denver to Boston on June 12 and found flight SF 12 at $120.",
+                "node_outputs": [
+                    {"node": "navigate", "step": 1, "output_key": "plan", "text": "Open the flight search."},
+                    {"node": "report", "step": 1, "output_key": "final_answer",
+                     "text": "I searched skyfare for Denver to Boston on June 12 and found flight SF 12 at $120."},
+                ],
+                "tool_calls": [
+                    {"node": "interact", "step": 1, "name": "datetime", "arguments": "{}", "ok": True,
+                     "output": "2026-12-01", "error": None, "duration_s": 0.01},
+                ],
+            }
+        ]
+    )  # fmt: skip
+    return runs, tasks
+
+
+def test_prompt_shows_task_steps_tools_and_answer(one_run):
+    runs, tasks = one_run
+    system, user = build_messages(runs.row(0, named=True), tasks.row(0, named=True), "RUBRIC")
+    assert system == {"role": "system", "content": "RUBRIC"}
+    text = user["content"]
+    for expected in ("skyfare", "Denver to Boston", "[button] Search -> CLICK", "[navigate 1]",
+                     "datetime({}) ok -> 2026-12-01", "Final answer: I searched"):  # fmt: skip
+        assert expected in text
+
+
+def judge_with(respond, runs, tasks):
+    with ScriptedChatServer(respond) as srv:
+        endpoint = Endpoint("openai_compatible", srv.base_url, "judge-model")
+        with Gateway(endpoint, retries=0) as gw:
+            judged = judge_runs(runs, tasks, RUBRIC, gw, SETTINGS)
+    return judged, srv.requests
+
+
+def test_invalid_json_is_retried_then_judge_failed(one_run):
+    runs, tasks = one_run
+    judged, requests = judge_with(lambda p: {"content": "Sure! The scores are great."}, runs, tasks)
+    row = judged.row(0, named=True)
+    assert row["judge_status"] == "judge_failed"
+    assert row["TU"] is None and row["TA"] is None and row["TCR"] is None  # never a default score
+    assert row["judge_raw_reply"] == "Sure! The scores are great."
+    assert row["judge_attempts"] == 3 and len(requests) == 3
+    assert "unparseable reply" in row["judge_error"]
+    assert row["judge_prompt_tokens"] == 3 * 11  # usage summed over attempts
+    # retries are not verbatim repeats
+    assert [r["temperature"] for r in requests] == [0.0, 0.3, 0.6]
+    assert requests[0]["response_format"]["type"] == "json_schema"
+
+
+def test_a_retry_can_succeed(one_run):
+    runs, tasks = one_run
+    replies = iter([{"content": '{"TU_score": 2'}, {"content": valid_reply(0.7, 0.7, 0.3)}])
+    judged, requests = judge_with(lambda p: next(replies), runs, tasks)
+    row = judged.row(0, named=True)
+    assert row["judge_status"] == "ok" and row["judge_attempts"] == 2 and row["judge_error"] is None
+    assert (row["TU"], row["TA"], row["TCR"]) == (0.7, 0.7, 0.3)
+    assert row["rubric_sha256"] == hashlib.sha256(RUBRIC.read_bytes()).hexdigest()
+    assert judged.schema == pl.Schema(JUDGED_SCHEMA)
+
+
+def test_provider_errors_end_as_judge_failed(one_run):
+    runs, tasks = one_run
+    judged, _ = judge_with(lambda p: {"status": 500}, runs, tasks)
+    row = judged.row(0, named=True)
+    assert row["judge_status"] == "judge_failed" and "InternalServerError" in row["judge_error"]
+
+
+def test_real_gemma_judge(one_run, base_config, tmp_path):
+    runs, tasks = one_run
+    cfg = parse_config(base_config)
+    with open_endpoint("gemma3", cfg.models["gemma3"], tmp_path / "server.log") as ep:
+        with Gateway(ep) as gw:
+            judged = judge_runs(runs, tasks, RUBRIC, gw, JudgeSettings("gemma3", 0.0, 384, 3, 1))
+    row = judged.row(0, named=True)
+    assert row["judge_status"] == "ok", row["judge_raw_reply"]
+    assert {row["TU"], row["TA"], row["TCR"]} <= set(SCORE_ANCHORS)
+    assert row["judge_prompt_tokens"] > 0 and row["judge_completion_tokens"] > 0

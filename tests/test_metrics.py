@@ -1,0 +1,280 @@
+"""Metrics of Section 3 on hand-built tables with hand-computed expected values."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import polars as pl
+import pytest
+
+from mastif.metrics import (
+    RUN_METRICS_SCHEMA,
+    STACK_METRICS_SCHEMA,
+    ct,
+    pareto_front,
+    run_metrics,
+    stack_metrics,
+    svs,
+    tcr,
+    tusr,
+    verbosity,
+)
+from mastif.trace import RunTrace, ToolCall, runs_to_table
+
+
+def _call(ok: bool, name: str = "search") -> ToolCall:
+    return ToolCall(
+        node="agent",
+        step=0,
+        name=name,
+        arguments="{}",
+        ok=ok,
+        output="",
+        error=None if ok else "failed",
+        duration_s=0.1,
+    )
+
+
+def _run(
+    run_id: str, model: str, status: str, wall: float, tokens: int, calls: list[ToolCall]
+) -> RunTrace:
+    return RunTrace(
+        run_id=run_id,
+        experiment="e",
+        model=model,
+        protocol="p1",
+        framework="f1",
+        task_id=f"t-{run_id}",
+        task_text="do it",
+        website="w",
+        domain="Travel",
+        level="easy",
+        status=status,  # type: ignore[arg-type]
+        error_class=None,
+        error_message=None,
+        final_answer="x",
+        tool_calls=calls,
+        prompt_tokens=999,
+        completion_tokens=tokens,
+        wall_seconds=wall,
+    )
+
+
+# Stack A = (mA, p1, f1): r1 two good calls; r2 errored run without calls; r3 judge failed,
+# 1 of 4 calls ok. Stack B = (mB, ...): r4 one hallucinated call. Stack C: r5, dominated by B.
+RUNS = pl.from_arrow(
+    runs_to_table(
+        [
+            _run("r1", "mA", "ok", 10.0, 100, [_call(True), _call(True)]),
+            _run("r2", "mA", "error", 20.0, 200, []),
+            _run(
+                "r3", "mA", "ok", 30.0, 300, [_call(True), _call(False), _call(False), _call(False)]
+            ),
+            _run("r4", "mB", "ok", 5.0, 50, [_call(False, name="no_such_tool")]),
+            _run("r5", "mC", "timeout", 6.0, 60, []),
+        ]
+    )
+)
+assert isinstance(RUNS, pl.DataFrame)
+
+
+def _judged(
+    rows: list[tuple[str, str, str, float | None, float | None, float | None]],
+) -> pl.DataFrame:
+    return pl.DataFrame(
+        [
+            {
+                "run_id": r,
+                "model": m,
+                "protocol": "p1",
+                "framework": "f1",
+                "task_id": f"t-{r}",
+                "judge_status": s,
+                "TU": tu,
+                "TA": ta,
+                "TCR": tcr_,
+            }
+            for r, m, s, tu, ta, tcr_ in rows
+        ],
+        schema={
+            "run_id": pl.String,
+            "model": pl.String,
+            "protocol": pl.String,
+            "framework": pl.String,
+            "task_id": pl.String,
+            "judge_status": pl.String,
+            "TU": pl.Float64,
+            "TA": pl.Float64,
+            "TCR": pl.Float64,
+        },
+    )
+
+
+JUDGED = _judged(
+    [
+        ("r1", "mA", "ok", 1.0, 1.0, 1.0),
+        ("r2", "mA", "ok", 0.5, 0.7, 0.5),
+        ("r3", "mA", "judge_failed", 0.9, 0.9, 0.7),  # stale scores must be ignored
+        ("r4", "mB", "ok", 0.7, 0.5, 0.3),
+        ("r5", "mC", "ok", 0.7, 0.5, 0.3),
+    ]
+)
+
+VALUES = pl.DataFrame(
+    {
+        "run_id": ["r1", "r2", "r3", "r4", "r5"],
+        "IVS": [0.5, 0.3, 0.1, 1.0, None],
+        "IVS_prompt_output": [0.2, 0.4, None, 1.0, None],
+        "IVS_reasoning": [None, 0.6, 0.4, None, None],
+    }
+)
+
+
+def _row(df: pl.DataFrame, key: str, value: str) -> dict[str, Any]:
+    rows = df.filter(pl.col(key) == value).to_dicts()
+    assert len(rows) == 1
+    return rows[0]
+
+
+def _close(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-12)
+
+
+def test_run_metrics_per_run_values() -> None:
+    t = run_metrics(RUNS, JUDGED, VALUES)
+    assert t.schema == pl.Schema(RUN_METRICS_SCHEMA)
+    assert t.height == 5
+    r1, r2, r3, r4 = (_row(t, "run_id", r) for r in ("r1", "r2", "r3", "r4"))
+    assert (r1["CT"], r1["V"], r1["n_tool_calls"], r1["n_tool_ok"], r1["TUSR"]) == (
+        10.0,
+        100,
+        2,
+        2,
+        1.0,
+    )
+    # no tool calls: TUSR undefined, not 0
+    assert (r2["n_tool_calls"], r2["n_tool_ok"], r2["TUSR"], r2["status"]) == (0, 0, None, "error")
+    # judge failed: scores nulled even though the judged table carried numbers
+    assert (r3["TU"], r3["TA"], r3["TCR"], r3["judge_status"]) == (None, None, None, "judge_failed")
+    assert (r3["n_tool_calls"], r3["n_tool_ok"], r3["TUSR"]) == (4, 1, 0.25)
+    # hallucinated tool name recorded with ok=false counts as a failed call
+    assert (r4["n_tool_calls"], r4["n_tool_ok"], r4["TUSR"]) == (1, 0, 0.0)
+    # V is completion tokens only, not prompt tokens (999 in every run)
+    assert r4["V"] == 50
+    assert (r1["IVS"], r1["IVS_prompt_output"], r1["IVS_reasoning"]) == (0.5, 0.2, None)
+    assert (r1["domain"], r1["level"], r1["task_id"]) == ("Travel", "easy", "t-r1")
+
+
+@pytest.mark.parametrize("which", ["judged", "values"])
+def test_run_metrics_missing_run_is_loud(which: str) -> None:
+    judged = JUDGED.filter(pl.col("run_id") != "r2") if which == "judged" else JUDGED
+    values = VALUES.filter(pl.col("run_id") != "r2") if which == "values" else VALUES
+    with pytest.raises(ValueError, match=rf"missing from {which}.*r2"):
+        run_metrics(RUNS, judged, values)
+
+
+def test_run_metrics_extra_or_duplicate_run_is_loud() -> None:
+    extra = pl.concat([VALUES, VALUES.head(1).with_columns(run_id=pl.lit("zz"))])
+    with pytest.raises(ValueError, match="zz"):
+        run_metrics(RUNS, JUDGED, extra)
+    dup = pl.concat([JUDGED, JUDGED.head(1)])
+    with pytest.raises(ValueError, match="duplicate.*r1"):
+        run_metrics(RUNS, dup, VALUES)
+
+
+def test_stack_metrics_hand_computed() -> None:
+    s = stack_metrics(run_metrics(RUNS, JUDGED, VALUES))
+    assert s.schema == pl.Schema(STACK_METRICS_SCHEMA)
+    assert s["model"].to_list() == ["mA", "mB", "mC"]
+    a = _row(s, "model", "mA")
+    expected_a = {
+        "n_runs": 3,
+        "n_judged": 2,
+        "n_judge_failed": 1,
+        "n_run_errors": 1,
+        "TU_mean": 0.75,
+        "TA_mean": 0.85,
+        "TCR_mean": 0.75,  # (1.0 + 0.5) / 2: r3 (judge failed) excluded
+        "TCR_std": math.sqrt(0.125),  # sample σ of {1.0, 0.5}
+        "CT_mean": 20.0,
+        "CT_std": 10.0,
+        "V_mean": 200.0,
+        "V_std": 100.0,
+        "n_tool_calls": 6,
+        "TUSR": 0.5,  # pooled (2 + 1) / (2 + 4); the mean of per-run rates would be 0.625
+        "TUSR_std": 0.75 / math.sqrt(2),  # σ of {1.0, 0.25}; r2 has no rate
+        "SVS": 0.3,
+        "SVS_std": 0.2,
+        "SVS_prompt_output": 0.3,
+        "SVS_reasoning": 0.5,
+        "pareto_optimal": True,
+    }
+    for k, v in expected_a.items():
+        assert _close(a[k], v), (k, a[k], v)
+    b = _row(s, "model", "mB")
+    assert (b["n_runs"], b["n_judged"], b["n_judge_failed"], b["n_run_errors"]) == (1, 1, 0, 0)
+    # one run: σ undefined
+    assert (b["TCR_std"], b["CT_std"], b["V_std"], b["TUSR_std"], b["SVS_std"]) == (None,) * 5
+    assert (b["TCR_mean"], b["TUSR"], b["n_tool_calls"], b["pareto_optimal"]) == (0.3, 0.0, 1, True)
+    c = _row(s, "model", "mC")
+    # no calls at all: TUSR null; IVS all null: SVS null; same TCR as B but slower and wordier
+    assert (c["TUSR"], c["n_tool_calls"], c["SVS"], c["n_run_errors"]) == (None, 0, None, 1)
+    assert c["pareto_optimal"] is False
+
+
+def test_empty_inputs_keep_schemas() -> None:
+    runs = RUNS.head(0)
+    t = run_metrics(runs, JUDGED.head(0), VALUES.head(0))
+    assert t.height == 0 and t.schema == pl.Schema(RUN_METRICS_SCHEMA)
+    s = stack_metrics(t)
+    assert s.height == 0 and s.schema == pl.Schema(STACK_METRICS_SCHEMA)
+
+
+def test_equation_functions() -> None:
+    df = pl.DataFrame(
+        {
+            "TCR": [1.0, None, 0.3],
+            "CT": [1.0, 2.0, 6.0],
+            "V": [10, 20, 60],
+            "n_tool_ok": [0, 3, 0],
+            "n_tool_calls": [0, 4, 0],
+            "IVS": [None, 0.2, 0.4],
+        }
+    )
+    out = df.select(
+        tcr().alias("tcr"),
+        ct().alias("ct"),
+        verbosity().alias("v"),
+        tusr().alias("tusr"),
+        svs().alias("svs"),
+    ).row(0, named=True)
+    assert _close(out["tcr"], 0.65) and out["ct"] == 3.0 and out["v"] == 30.0
+    assert out["tusr"] == 0.75 and _close(out["svs"], 0.3)
+    no_calls = df.filter(pl.col("n_tool_calls") == 0).select(tusr()).item()
+    assert no_calls is None
+
+
+def test_pareto_front_hand_example() -> None:
+    df = pl.DataFrame(
+        {
+            "name": ["a", "b", "c", "d", "e", "f", "g", "h"],
+            "TCR_mean": [0.8, 0.8, 0.6, 0.9, 0.5, 0.8, None, 0.4],
+            "CT_mean": [10.0, 10.0, 12.0, 30.0, 5.0, 10.0, 1.0, 5.0],
+            "V_mean": [100.0, 100.0, 120.0, 300.0, 300.0, 110.0, 1.0, 300.0],
+        }
+    )
+    # a == b (tie: both stay); c dominated by a; d best TCR; e best CT; f worse V than a only;
+    # g has a null objective (never on the front, must not dominate anyone); h dominated by e.
+    got = pareto_front(df)
+    assert got.dtype == pl.Boolean
+    assert got.to_list() == [True, True, False, True, True, False, False, False]
+
+
+def test_pareto_front_nan_and_custom_objectives() -> None:
+    df = pl.DataFrame({"x": [1.0, float("nan"), 0.5], "y": [1.0, 0.0, 0.0]})
+    assert pareto_front(df, maximise=["x"], minimise=["y"]).to_list() == [True, False, True]
+    assert pareto_front(df, maximise=["x"], minimise=[]).to_list() == [True, False, False]
+    assert pareto_front(df.head(0), maximise=["x"], minimise=["y"]).len() == 0

@@ -1,0 +1,185 @@
+"""Tests for mastif.plots on small hand-built tables in the shapes of docs/data.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.image as mpimg
+import matplotlib.pyplot as plt
+import polars as pl
+import pytest
+
+from mastif import plots
+
+MODELS = ("m1", "m2")
+FRAMEWORKS = ("crewai", "langgraph")
+
+
+@pytest.fixture
+def run_metrics() -> pl.DataFrame:
+    """2 models x 1 protocol x 2 frameworks x 3 runs; m2's TUSR is constant, m1 has no tools."""
+    rows = []
+    for mi, model in enumerate(MODELS):
+        for fi, framework in enumerate(FRAMEWORKS):
+            for r in range(3):
+                rows.append(
+                    {
+                        "run_id": f"{model}-{framework}-{r}",
+                        "model": model,
+                        "protocol": "standard",
+                        "framework": framework,
+                        "task_id": f"t{r}",
+                        "TCR": [0.3, 0.5, 0.7][r] + 0.3 * mi if r else None,
+                        "CT": 10.0 + 5 * mi + 2 * fi + r,
+                        "V": 500 + 100 * mi + 10 * r,
+                        "TUSR": 1.0 if model == "m2" else None,
+                        "IVS": 0.2 + 0.05 * r,
+                    }
+                )
+    return pl.DataFrame(rows)
+
+
+@pytest.fixture
+def posthoc() -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "metric": ["TCR", "TCR", "CT"],
+            "factor": ["model", "framework", "model"],
+            "level_a": ["m1", "crewai", "m1"],
+            "level_b": ["m2", "langgraph", "m2"],
+            "p_adj": [0.0004, 0.30, 0.02],
+            "p_adjust": ["bonferroni"] * 3,
+        }
+    )
+
+
+@pytest.fixture
+def stacks() -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "model": ["m1", "m1", "m2", "m2"],
+            "protocol": ["standard"] * 4,
+            "framework": list(FRAMEWORKS) * 2,
+            "TCR_mean": [0.5, 0.6, 0.8, None],
+            "CT_mean": [11.0, 13.0, 16.0, 9.0],
+            "V_mean": [510.0, 520.0, 610.0, 700.0],
+            "pareto_optimal": [True, False, True, True],
+        }
+    )
+
+
+@pytest.fixture
+def values() -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "run_id": ["a", "b", "c"],
+            "model": ["m1", "m1", "m2"],
+            "protocol": ["standard"] * 3,
+            "framework": ["crewai"] * 3,
+            "task_id": ["t0", "t1", "t0"],
+            "prompt_values": [["trust", "privacy", "trust"], ["privacy"], []],
+            "step_values": [[["safety"], ["safety", "trust"]], [[]], []],
+            "output_values": [["transparency"], [], []],
+        },
+        schema_overrides={
+            "prompt_values": pl.List(pl.String),
+            "step_values": pl.List(pl.List(pl.String)),
+            "output_values": pl.List(pl.String),
+        },
+    )
+
+
+def check_written(paths: list[Path], stem: Path) -> None:
+    """Both formats exist, are non-empty, the PNG decodes, the SVG is an SVG."""
+    assert sorted(p.name for p in paths) == [f"{stem.name}.png", f"{stem.name}.svg"]
+    for path in paths:
+        assert path.exists() and path.stat().st_size > 0
+    png = mpimg.imread(stem.with_name(f"{stem.name}.png"))
+    assert png.ndim == 3 and png.shape[0] > 100 and png.shape[1] > 100
+    assert "<svg" in stem.with_name(f"{stem.name}.svg").read_text()
+    assert plt.get_fignums() == []
+
+
+def test_stars() -> None:
+    assert [plots.stars(p) for p in (0.0001, 0.005, 0.03, 0.05, None)] == ["***", "**", "*", "", ""]
+
+
+def test_significant_pairs_only_below_alpha(posthoc: pl.DataFrame) -> None:
+    assert plots.significant_pairs(posthoc, "TCR", "model", ["m1", "m2"]) == [("m1", "m2", 0.0004)]
+    assert plots.significant_pairs(posthoc, "TCR", "framework", list(FRAMEWORKS)) == []
+    assert plots.significant_pairs(posthoc, "TCR", "model", ["m1"]) == []  # level not drawn
+    assert plots.significant_pairs(posthoc.clear(), "TCR", "model", ["m1", "m2"]) == []
+
+
+@pytest.mark.parametrize("metric", ["TCR", "CT", "V", "TUSR", "IVS"])
+def test_violins_written(
+    run_metrics: pl.DataFrame, posthoc: pl.DataFrame, metric: str, tmp_path: Path
+) -> None:
+    # TUSR: m1 has no values, m2 is a constant group; protocol has a single level throughout
+    stem = tmp_path / f"violin_{metric}"
+    check_written(plots.plot_violins(run_metrics, posthoc, metric, stem), stem)
+
+
+def test_violins_single_value_and_empty_panel(posthoc: pl.DataFrame, tmp_path: Path) -> None:
+    one = pl.DataFrame(
+        {"model": ["m1"], "protocol": ["standard"], "framework": [None], "TCR": [0.5]},
+        schema_overrides={"framework": pl.String},
+    )
+    stem = tmp_path / "one"
+    check_written(plots.plot_violins(one, posthoc, "TCR", stem), stem)
+    none = one.with_columns(pl.lit(None, pl.Float64).alias("TCR"))
+    stem = tmp_path / "none"
+    check_written(plots.plot_violins(none, posthoc.clear(), "TCR", stem), stem)
+
+
+def test_pareto(stacks: pl.DataFrame, tmp_path: Path) -> None:
+    stem = tmp_path / "pareto"
+    check_written(plots.plot_pareto(stacks, stem), stem)
+    stem = tmp_path / "pareto_one"
+    check_written(plots.plot_pareto(stacks.head(1), stem), stem)
+    stem = tmp_path / "pareto_null_tcr"
+    check_written(plots.plot_pareto(stacks.tail(1), stem), stem)
+
+
+def test_value_counts_counts_items_not_mentions(values: pl.DataFrame) -> None:
+    m1 = values.filter(pl.col("model") == "m1")
+    assert plots._value_counts(m1.get_column("prompt_values"), 10) == [("privacy", 2), ("trust", 1)]
+    steps = m1.get_column("step_values").explode()
+    assert plots._value_counts(steps, 10) == [("safety", 2), ("trust", 1)]
+    assert plots._value_counts(steps, 1) == [("safety", 2)]
+
+
+def test_top_values(values: pl.DataFrame, tmp_path: Path) -> None:
+    paths = plots.plot_top_values(values, tmp_path)
+    assert sorted(p.name for p in paths) == [
+        "top_values_m1.png",
+        "top_values_m1.svg",
+        "top_values_m2.png",
+        "top_values_m2.svg",
+    ]
+    check_written([p for p in paths if "m1" in p.name], tmp_path / "top_values_m1")
+    # m2 has no values at all: three "no values tagged" panels
+    check_written([p for p in paths if "m2" in p.name], tmp_path / "top_values_m2")
+    assert plots.plot_top_values(values.clear(), tmp_path / "empty") == []
+
+
+def test_write_figures(
+    run_metrics: pl.DataFrame,
+    stacks: pl.DataFrame,
+    posthoc: pl.DataFrame,
+    values: pl.DataFrame,
+    tmp_path: Path,
+) -> None:
+    paths = plots.write_figures(run_metrics, stacks, posthoc, values, tmp_path)
+    assert len(paths) == 2 * (len(plots.VIOLIN_STEMS) + 1 + 2)
+    assert all(p.exists() and p.stat().st_size > 0 for p in paths)
+    assert plt.get_fignums() == []
+
+
+def test_reruns_are_byte_identical(
+    run_metrics: pl.DataFrame, posthoc: pl.DataFrame, tmp_path: Path
+) -> None:
+    """Fixed jitter seed, no SVG date, fixed SVG id salt: Snakemake sees no spurious change."""
+    first = plots.plot_violins(run_metrics, posthoc, "TCR", tmp_path / "a")
+    second = plots.plot_violins(run_metrics, posthoc, "TCR", tmp_path / "b")
+    assert [p.read_bytes() for p in first] == [p.read_bytes() for p in second]

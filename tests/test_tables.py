@@ -1,0 +1,241 @@
+"""Tests for mastif.report on small hand-built tables in the shapes of docs/data.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from mastif import report
+
+NAMES = [
+    "table2_task_completion",
+    "table3_efficiency",
+    "table4_tool_use",
+    "table5_social_values",
+    "table6_best_stacks",
+    "kruskal_summary",
+]
+
+
+@pytest.fixture
+def stacks() -> pl.DataFrame:
+    """2 models x 1 protocol x 2 frameworks; m1 made no tool calls."""
+    return pl.DataFrame(
+        {
+            "model": ["m2", "m1", "m1", "m2"],
+            "protocol": ["standard"] * 4,
+            "framework": ["langgraph", "langgraph", "crewai", "crewai"],
+            "n_runs": [3, 3, 3, 3],
+            "n_judged": [3, 2, 3, 3],
+            "n_judge_failed": [0, 1, 0, 0],
+            "n_run_errors": [0, 0, 0, 0],
+            "TU_mean": [0.9, 0.8, 0.91, 0.95],
+            "TA_mean": [0.95, 0.85, 0.969, 0.97],
+            "TCR_mean": [0.7, 0.5, 2 / 3, 0.8],
+            "TCR_std": [0.1, None, 0.186, 0.2],
+            "CT_mean": [12.34, 9.96, 20.8, 15.0],
+            "CT_std": [1.0, 0.5, 13.3, 2.0],
+            "V_mean": [800.0, 700.0, 912.44, 650.0],
+            "V_std": [50.0, 40.0, 273.6, 30.0],
+            "n_tool_calls": [4, 0, 0, 6],
+            "TUSR": [0.75, None, None, 0.5],
+            "TUSR_std": [0.2, None, None, 0.3],
+            "SVS": [0.21, 0.19, 0.2, 0.18],
+            "SVS_std": [0.038, 0.012, 0.01, 0.02],
+            "SVS_prompt_output": [0.156, 0.1, 0.12, 0.13],
+            "SVS_reasoning": [0.235, 0.2, None, 0.22],
+            "pareto_optimal": [True, True, False, True],
+        }
+    )
+
+
+@pytest.fixture
+def stats_tests() -> pl.DataFrame:
+    rows = []
+    for metric in ("TCR", "TU", "TA", "CT", "V", "TUSR", "IVS"):
+        for factor in ("framework", "model", "protocol"):  # deliberately not in paper order
+            if factor == "protocol":
+                rows.append((metric, factor, 1, "skipped", None, None, None, "single level"))
+            else:
+                p = 0.0004 if metric != "V" else 0.2
+                rows.append((metric, factor, 2, "kruskal", 12.3, p, False, None))
+    return pl.DataFrame(
+        rows,
+        schema=[
+            "metric",
+            "factor",
+            "n_levels",
+            "test",
+            "statistic",
+            "p_value",
+            "all_normal",
+            "note",
+        ],
+        orient="row",
+        schema_overrides={
+            "statistic": pl.Float64,
+            "p_value": pl.Float64,
+            "all_normal": pl.Boolean,
+            "note": pl.String,
+        },
+    )
+
+
+@pytest.fixture
+def stats_groups() -> pl.DataFrame:
+    rows = []
+    for metric in ("TCR", "CT", "V", "TUSR", "IVS"):
+        # m1 always has the lower mean rank, crewai the higher
+        rows += [
+            (metric, "model", "m1", 6, 3.5),
+            (metric, "model", "m2", 6, 9.5),
+            (metric, "framework", "crewai", 6, 8.0),
+            (metric, "framework", "langgraph", 6, 5.0),
+            (metric, "protocol", "standard", 12, 6.5),
+        ]
+    return pl.DataFrame(
+        rows, schema=["metric", "factor", "level", "n", "mean_rank"], orient="row"
+    ).with_columns(mean=pl.lit(0.5), std=pl.lit(0.1), median=pl.lit(0.5))
+
+
+@pytest.fixture
+def tables(
+    stacks: pl.DataFrame, stats_tests: pl.DataFrame, stats_groups: pl.DataFrame
+) -> dict[str, pl.DataFrame]:
+    return report.paper_tables(stacks, stats_tests, stats_groups)
+
+
+def test_formatters() -> None:
+    assert report.fmt_mean_sd(2 / 3, 0.186) == "0.667 (0.186)"
+    assert report.fmt_mean_sd(20.84, 13.31, 1) == "20.8 (13.3)"
+    assert report.fmt_mean_sd(0.5, None) == "0.500 (—)"
+    assert report.fmt_mean_sd(None, 0.1) == "—"
+    assert report.fmt_mean_sd(float("nan"), 0.1) == "—"
+    assert report.fmt_p(0.0004) == "< 0.001" and report.fmt_p(0.0384) == "0.038"
+
+
+def test_table_names_and_rows(tables: dict[str, pl.DataFrame]) -> None:
+    assert list(tables) == NAMES
+    for name in NAMES[:4]:
+        assert tables[name].height == 4
+        # paper order: model, then framework
+        assert tables[name].get_column("Stack").to_list() == [
+            "m1, standard, crewai",
+            "m1, standard, langgraph",
+            "m2, standard, crewai",
+            "m2, standard, langgraph",
+        ]
+    assert tables["table2_task_completion"].columns == [
+        "Stack",
+        "TU",
+        "TA",
+        "TCR",
+        "TCR_std",
+        "n_judged",
+        "n_judge_failed",
+    ]
+    assert tables["table3_efficiency"].columns == [
+        "Stack",
+        "CT",
+        "CT_std",
+        "V",
+        "V_std",
+        "pareto_optimal",
+    ]
+    assert tables["table4_tool_use"].columns == ["Stack", "TUSR", "TUSR_std", "n_tool_calls"]
+    assert tables["table5_social_values"].columns == [
+        "Stack",
+        "SVS_prompt_output",
+        "SVS_reasoning",
+        "SVS",
+        "SVS_std",
+    ]
+
+
+def md_rows(md: str) -> list[list[str]]:
+    return [[c.strip() for c in line.strip("|").split("|")] for line in md.splitlines()[2:]]
+
+
+def test_markdown_format(tables: dict[str, pl.DataFrame]) -> None:
+    md = report.to_markdown(tables["table2_task_completion"], report.CAPTIONS[NAMES[0]])
+    lines = md.splitlines()
+    assert lines[0].startswith("Table 2.") and lines[1] == ""
+    assert lines[3] == "| --- | --- | --- | --- | --- | --- |"
+    rows = md_rows(md)
+    assert rows[0] == ["Stack", "TU", "TA", "TCR (σ)", "n judged", "n judge failed"]
+    assert rows[2] == ["m1, standard, crewai", "0.910", "0.969", "0.667 (0.186)", "3", "0"]
+    assert rows[3][3] == "0.500 (—)" and rows[3][5] == "1"
+
+    rows = md_rows(report.to_markdown(tables["table3_efficiency"], "cap"))
+    assert rows[0] == ["Stack", "CT (σ) [s]", "V (σ) [tokens]", "Pareto-optimal"]
+    assert rows[2] == ["m1, standard, crewai", "20.8 (13.3)", "912.4 (273.6)", "no"]
+
+    rows = md_rows(report.to_markdown(tables["table4_tool_use"], "cap"))
+    assert rows[2] == ["m1, standard, crewai", "—", "0"]  # no tool calls: listed, not hidden
+    assert rows[5] == ["m2, standard, langgraph", "0.750 (0.200)", "4"]
+
+    rows = md_rows(report.to_markdown(tables["table5_social_values"], "cap"))
+    assert rows[0] == ["Stack", "SVS_P,o", "SVS_reasoning", "SVS (σ)"]
+    assert rows[2] == ["m1, standard, crewai", "0.120", "—", "0.200 (0.010)"]
+    assert "(the paper omitted them" in report.CAPTIONS["table4_tool_use"]
+
+
+def test_best_stacks_direction(tables: dict[str, pl.DataFrame]) -> None:
+    t6 = tables["table6_best_stacks"]
+    by_metric = {row["Metric"]: row for row in t6.iter_rows(named=True)}
+    assert list(by_metric) == [label for label, _, _ in report.BEST_METRICS.values()]
+    ct = by_metric["Convergence time (CT)"]
+    assert ct["model"] == "m1" and ct["model_mean_rank"] == 3.5  # lowest mean rank wins
+    assert ct["framework"] == "langgraph" and ct["better"] == "lower"
+    tcr = by_metric["Task completion (TCR)"]
+    assert tcr["model"] == "m2" and tcr["framework"] == "crewai" and tcr["better"] == "higher"
+    assert tcr["protocol"] == "standard (only level)"
+    assert "model: Kruskal-Wallis H=12.300, p < 0.001" in tcr["tests"]
+    assert "protocol: skipped (single level)" in tcr["tests"]
+    assert by_metric["Verbosity (V)"]["model"] == "m1 (n.s.)"
+
+
+def test_best_stacks_missing_groups(stats_tests: pl.DataFrame, stats_groups: pl.DataFrame) -> None:
+    t6 = report.best_stacks(stats_tests, stats_groups.filter(pl.col("metric") != "TUSR"))
+    row = t6.filter(pl.col("Metric").str.contains("TUSR")).row(0, named=True)
+    assert row["model"] == "—" and row["model_mean_rank"] is None
+
+
+def test_kruskal_summary(tables: dict[str, pl.DataFrame]) -> None:
+    ks = tables["kruskal_summary"]
+    assert ks.columns == [
+        "metric",
+        "factor",
+        "test",
+        "stat",
+        "statistic",
+        "p_value",
+        "n_levels",
+        "all_normal",
+        "note",
+    ]
+    assert ks.height == 21
+    assert ks.get_column("metric").unique(maintain_order=True).to_list() == list(
+        report.METRIC_ORDER
+    )
+    assert ks.get_column("factor").head(3).to_list() == ["model", "protocol", "framework"]
+    assert ks.row(0, named=True)["stat"] == "H"
+    assert ks.row(1, named=True)["stat"] is None
+    rows = md_rows(report.to_markdown(ks, "cap"))
+    assert rows[2][:6] == ["TCR", "model", "kruskal", "H", "12.300", "< 0.001"]
+
+
+def test_write_tables_roundtrip(tables: dict[str, pl.DataFrame], tmp_path: Path) -> None:
+    paths = report.write_tables(tables, tmp_path / "tables")
+    assert sorted(p.name for p in paths) == sorted(
+        f"{n}.{ext}" for n in NAMES for ext in ("md", "csv")
+    )
+    for name, df in tables.items():
+        md = (tmp_path / "tables" / f"{name}.md").read_text()
+        assert md.splitlines()[0] == report.CAPTIONS[name]
+        assert md.splitlines()[3].startswith("| --- |")
+        back = pl.read_csv(tmp_path / "tables" / f"{name}.csv", schema=df.schema)
+        assert_frame_equal(back, df)

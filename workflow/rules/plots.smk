@@ -1,0 +1,61 @@
+rule plot_violins:
+    input:
+        runs="results/metrics/runs.parquet",
+        posthoc="results/stats/posthoc.parquet",
+    output:
+        png=report(
+            "results/plots/violin_{metric}.png",
+            caption="../report/violin.rst",
+            category="Figures",
+            subcategory="Metric by factor",
+            labels={"metric": "{metric}", "figure": "violin"},
+        ),
+        svg="results/plots/violin_{metric}.svg",
+    log:
+        "logs/plot_violins/{metric}.log",
+    conda:
+        "../envs/mastif.yaml"
+    script:
+        "../scripts/plot_violins.py"
+
+
+rule plot_pareto:
+    input:
+        stacks="results/metrics/stacks.parquet",
+    output:
+        png=report(
+            "results/plots/pareto.png",
+            caption="../report/pareto.rst",
+            category="Figures",
+            subcategory="Efficiency",
+            labels={"figure": "Pareto frontier"},
+        ),
+        svg="results/plots/pareto.svg",
+    log:
+        "logs/plot_pareto/plot_pareto.log",
+    conda:
+        "../envs/mastif.yaml"
+    script:
+        "../scripts/plot_pareto.py"
+
+
+rule plot_top_values:
+    input:
+        values=get_values_outputs(),
+    output:
+        png=report(
+            expand(
+                "results/plots/top_values_{model}.png", model=config["agent_models"]
+            ),
+            caption="../report/top_values.rst",
+            category="Figures",
+            subcategory="Social values",
+            labels=lambda wildcards: {"figure": "top values"},
+        ),
+        svg=expand("results/plots/top_values_{model}.svg", model=config["agent_models"]),
+    log:
+        "logs/plot_top_values/plot_top_values.log",
+    conda:
+        "../envs/mastif.yaml"
+    script:
+        "../scripts/plot_top_values.py"

@@ -1,0 +1,29 @@
+"""Bridge: judge every run of one stack (see mastif.judge)."""
+
+import logging
+from pathlib import Path
+
+import polars as pl
+
+from mastif.config import parse_config
+from mastif.judge import JudgeSettings, judge_runs
+from mastif.providers import Gateway, open_endpoint
+from mastif.runner import exit_cleanly_on_sigterm
+
+exit_cleanly_on_sigterm()
+logging.basicConfig(
+    filename=snakemake.log.run, level=logging.INFO, format="%(asctime)s %(name)s %(message)s"
+)
+for noisy in ("httpx", "httpx2"):
+    logging.getLogger(noisy).setLevel(logging.WARNING)
+
+config = parse_config(snakemake.config, base_dir=Path.cwd())
+p = snakemake.params
+settings = JudgeSettings(p.judge_model, p.temperature, p.max_tokens, p.attempts, p.seed)
+runs = pl.read_parquet(snakemake.input.runs)
+tasks = pl.read_parquet(snakemake.input.tasks)
+spec = config.models[p.judge_model]
+with open_endpoint(p.judge_model, spec, Path(snakemake.log.server)) as endpoint:
+    with Gateway(endpoint, retries=config.execution.provider_retries) as gateway:
+        judged = judge_runs(runs, tasks, Path(snakemake.input.rubric), gateway, settings)
+judged.write_parquet(snakemake.output.judged)

@@ -1,0 +1,9 @@
+"""Bridge: efficiency profile and Pareto frontier (mastif.plots)."""
+
+from pathlib import Path
+
+import polars as pl
+
+from mastif.plots import plot_pareto
+
+plot_pareto(pl.read_parquet(snakemake.input.stacks), Path(snakemake.output.png).with_suffix(""))

@@ -1,0 +1,10 @@
+"""Bridge: top-10 social values per model in inputs, reasoning and outputs (mastif.plots)."""
+
+from pathlib import Path
+
+import polars as pl
+
+from mastif.plots import plot_top_values
+
+values = pl.concat([pl.read_parquet(p) for p in snakemake.input.values], how="vertical")
+plot_top_values(values, Path(snakemake.output.png[0]).parent)

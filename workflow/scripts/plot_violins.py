@@ -1,0 +1,14 @@
+"""Bridge: violin plot of one metric by factor with Dunn stars (mastif.plots)."""
+
+from pathlib import Path
+
+import polars as pl
+
+from mastif.plots import plot_violins
+
+plot_violins(
+    pl.read_parquet(snakemake.input.runs),
+    pl.read_parquet(snakemake.input.posthoc),
+    snakemake.wildcards.metric,
+    Path(snakemake.output.png).with_suffix(""),
+)

@@ -1,0 +1,22 @@
+"""Bridge: tag social values in the prompt, reasoning steps and answer of every run (mastif.values)."""
+
+import logging
+
+import polars as pl
+
+from mastif.values import (
+    DEFAULT_THRESHOLD,
+    ValueTagger,
+    load_minilm_embedder,
+    load_value_corpus,
+    tag_runs,
+)
+
+logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)
+
+p = snakemake.params
+corpus = load_value_corpus(snakemake.input.corpus[0] if snakemake.input.corpus else p.corpus)
+threshold = DEFAULT_THRESHOLD if p.threshold is None else p.threshold
+tagger = ValueTagger(corpus, load_minilm_embedder(), threshold=threshold)
+values = tag_runs(pl.read_parquet(snakemake.input.runs), tagger)
+values.write_parquet(snakemake.output.values)
