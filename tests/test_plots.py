@@ -100,10 +100,6 @@ def check_written(paths: list[Path], stem: Path) -> None:
     assert plt.get_fignums() == []
 
 
-def test_stars() -> None:
-    assert [plots.stars(p) for p in (0.0001, 0.005, 0.03, 0.05, None)] == ["***", "**", "*", "", ""]
-
-
 def test_significant_pairs_only_below_alpha(posthoc: pl.DataFrame) -> None:
     assert plots.significant_pairs(posthoc, "TCR", "model", ["m1", "m2"]) == [("m1", "m2", 0.0004)]
     assert plots.significant_pairs(posthoc, "TCR", "framework", list(FRAMEWORKS)) == []
@@ -161,19 +157,6 @@ def test_top_values(values: pl.DataFrame, tmp_path: Path) -> None:
     # m2 has no values at all: three "no values tagged" panels
     check_written([p for p in paths if "m2" in p.name], tmp_path / "top_values_m2")
     assert plots.plot_top_values(values.clear(), tmp_path / "empty") == []
-
-
-def test_write_figures(
-    run_metrics: pl.DataFrame,
-    stacks: pl.DataFrame,
-    posthoc: pl.DataFrame,
-    values: pl.DataFrame,
-    tmp_path: Path,
-) -> None:
-    paths = plots.write_figures(run_metrics, stacks, posthoc, values, tmp_path)
-    assert len(paths) == 2 * (len(plots.VIOLIN_STEMS) + 1 + 2)
-    assert all(p.exists() and p.stat().st_size > 0 for p in paths)
-    assert plt.get_fignums() == []
 
 
 def test_reruns_are_byte_identical(

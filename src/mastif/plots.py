@@ -6,8 +6,8 @@ and SVG (for the paper), returning the written paths. Figures are built as bare
 pyplot's global figure manager, so no figure can leak even when plotting fails halfway, and
 no display backend is touched (PNG is rendered by Agg, SVG by the SVG backend).
 
-This module deliberately does not import ``mastif.metrics`` or ``mastif.stats``: it only reads
-their output tables.
+It reads the output tables of ``mastif.metrics`` and ``mastif.stats``; the only thing it takes
+from their code is ``significance_stars``, so a star means the same in every figure and table.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
+
+from mastif.stats import significance_stars
 
 FACTORS: tuple[str, ...] = ("model", "protocol", "framework")
 ALPHA = 0.05
@@ -50,29 +52,6 @@ METRICS: dict[str, MetricInfo] = {
     "TUSR": MetricInfo("Tool use success rate", "TUSR (rate, 0–1)", bounded=True),
     "IVS": MetricInfo("Social value score (IVS)", "IVS (score, 0–1)", bounded=True),
 }
-
-# The paper's figure stems (Figures 2, 3, 4, 6, 7), used by :func:`write_figures`.
-VIOLIN_STEMS: dict[str, str] = {
-    "TCR": "task_completion-violin",
-    "CT": "convergence_time-violin",
-    "V": "verbosity-violin",
-    "TUSR": "tool_use-violin",
-    "IVS": "social_value-violin",
-}
-PARETO_STEM = "efficiency-pareto_frontier"
-
-
-def stars(p: float | None) -> str:
-    """Significance code used in the paper's figures ('' when not significant or unknown)."""
-    if p is None or not np.isfinite(p):
-        return ""
-    if p < 0.001:
-        return "***"
-    if p < 0.01:
-        return "**"
-    if p < 0.05:
-        return "*"
-    return ""
 
 
 def save_figure(fig: Figure, out_stem: Path) -> list[Path]:
@@ -188,7 +167,7 @@ def _draw_brackets(
         y = hi + span * (0.08 + 0.12 * k)
         xa, xb = sorted((pos[a], pos[b]))
         ax.plot([xa, xa, xb, xb], [y - tick, y, y, y - tick], color="black", linewidth=0.8)
-        ax.text((xa + xb) / 2, y, stars(p), ha="center", va="bottom", fontsize=10)
+        ax.text((xa + xb) / 2, y, significance_stars(p), ha="center", va="bottom", fontsize=10)
     if pairs:
         ax.set_ylim(top=hi + span * (0.08 + 0.12 * len(pairs) + 0.05))
 
@@ -403,24 +382,4 @@ def plot_top_values(values: pl.DataFrame, out_dir: Path, top_n: int = 10) -> lis
             _bar_panel(ax, counts, title, unit)
         fig.suptitle(f"Top {top_n} social values for {model} ({part.height} runs)", fontsize=12)
         paths += save_figure(fig, Path(out_dir) / f"top_values_{_safe_name(str(model))}")
-    return paths
-
-
-# ---------------------------------------------------------------------------------------------
-
-
-def write_figures(
-    run_metrics: pl.DataFrame,
-    stacks: pl.DataFrame,
-    posthoc: pl.DataFrame,
-    values: pl.DataFrame,
-    out_dir: Path,
-) -> list[Path]:
-    """All the paper's figures under ``out_dir`` with the paper's file stems."""
-    out_dir = Path(out_dir)
-    paths: list[Path] = []
-    for metric, stem in VIOLIN_STEMS.items():
-        paths += plot_violins(run_metrics, posthoc, metric, out_dir / stem)
-    paths += plot_pareto(stacks, out_dir / PARETO_STEM)
-    paths += plot_top_values(values, out_dir)
     return paths
