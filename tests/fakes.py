@@ -88,3 +88,62 @@ class ScriptedChatServer:
     def __exit__(self, *exc: object) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
+
+
+class RecordingProxy:
+    """A pass-through to a real OpenAI-compatible server that records every exchange.
+
+    Sits between our gateway and the real llama.cpp server in tests, so what the model
+    server reported (usage, tool calls) can be compared with what the trace recorded.
+    """
+
+    def __init__(self, upstream_base_url: str) -> None:
+        import httpx
+
+        self.exchanges: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        client = httpx.Client(base_url=upstream_base_url, timeout=300)
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("Content-Length", 0))
+                payload = json.loads(self.rfile.read(length))
+                r = client.post("/chat/completions", json=payload)
+                if r.status_code == 200:
+                    outer.exchanges.append((payload, r.json()))
+                self.send_response(r.status_code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(r.content)))
+                self.end_headers()
+                self.wfile.write(r.content)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def usage(self) -> tuple[int, int]:
+        p = sum(resp["usage"]["prompt_tokens"] for _, resp in self.exchanges)
+        c = sum(resp["usage"]["completion_tokens"] for _, resp in self.exchanges)
+        return p, c
+
+    def tool_calls(self) -> list[tuple[str, str]]:
+        """(name, arguments JSON text) of every tool call the model server returned."""
+        return [
+            (tc["function"]["name"], tc["function"]["arguments"])
+            for _, resp in self.exchanges
+            for tc in resp["choices"][0]["message"].get("tool_calls") or []
+        ]
+
+    def __enter__(self) -> RecordingProxy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()

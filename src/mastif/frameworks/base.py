@@ -66,6 +66,27 @@ class RunContext:
     def llm_base_url(self, node: str) -> str:
         return f"{self.gateway_url}/{node}/v1"
 
+    async def call_tool(self, node: str, step: int, name: str, arguments: Any) -> ToolResult:
+        """Call a tool through the protocol and record the call, whatever its outcome.
+
+        Adapters route every tool call the model makes through here, with the arguments
+        as the model produced them. Arguments that are not a JSON object (text the
+        framework could not parse) are a failed call, recorded as such.
+        """
+        if isinstance(arguments, dict):
+            result = await self.tools.call(name, arguments)
+        else:
+            result = ToolResult(False, "", f"arguments are not a JSON object: {arguments!r}"[:500])
+        self.recorder.tool_call(node, step, name, arguments, result)
+        return result
+
+    def record_failed_tool_call(self, node: str, step: int, name: str, arguments: Any, error: str) -> None:
+        """Record a call the framework refused before it reached a tool (e.g. unknown name)."""
+        self.recorder.tool_call(node, step, name, arguments, ToolResult(False, "", error))
+
+    def tool_names(self) -> list[str]:
+        return [t.name for t in self.tools.tool_specs()]
+
 
 class FrameworkAdapter(Protocol):
     name: str

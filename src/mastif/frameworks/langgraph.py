@@ -1,10 +1,16 @@
-"""LangGraph: the workflow as a real ``StateGraph``; the model via langchain-openai.
+"""LangGraph: the workflow as a real ``StateGraph`` with LangGraph's own ``ToolNode``.
 
-Graph shape: the nodes before the loop in a line, then the loop nodes in a cycle guarded by
-conditional edges (early exit when a node's ``stop_when`` matches, or after ``max_steps``
-rounds), then the nodes after the loop. Each node runs its own tool loop: the model's tool
-calls go through the protocol's transport with the arguments exactly as the model produced
-them, for at most ``max_tool_rounds`` rounds.
+Graph shape: every workflow node is a graph node that calls the model (langchain-openai's
+``ChatOpenAI`` pointed at our gateway). A node that uses tools gets a companion
+``<node>__tools`` graph node — LangGraph's prebuilt ``ToolNode`` — and a conditional edge:
+model → tools → model while the model asks for tools and fewer than ``max_tool_rounds``
+rounds were made, then on to the next workflow node. The nodes before the loop run in a
+line, the loop nodes in a cycle whose conditional edges exit when a node's ``stop_when``
+matches or after ``max_steps`` rounds, then the nodes after the loop.
+
+Tool calls reach the tool through ``RunContext.call_tool`` with the arguments the model
+produced. Calls LangGraph refuses before any tool runs (a name that is not offered, or
+arguments that are not valid JSON) are recorded as failed calls by the model node.
 """
 
 from __future__ import annotations
@@ -13,18 +19,24 @@ import operator
 from itertools import pairwise
 from typing import Annotated, Any, TypedDict
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage
+from langchain_core.tools import StructuredTool
 from langchain_openai import ChatOpenAI
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
+from langgraph.prebuilt import ToolNode
 
 from mastif.frameworks.base import RunContext
-from mastif.tools import ToolResult
 from mastif.trace import NodeOutput
 from mastif.workflow import PlannedNode, render_prompt
 
 
 class GraphState(TypedDict):
     outputs: Annotated[list[NodeOutput], operator.add]
+    messages: Annotated[list[BaseMessage], add_messages]  # the current node's conversation
+    active: str  # workflow node whose conversation ``messages`` holds
+    tool_rounds: int
+    wants_tools: bool
     step: int
     done: bool
 
@@ -36,130 +48,162 @@ def message_text(msg: BaseMessage) -> str:
     return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
 
 
+def chat_model(ctx: RunContext, node: str) -> ChatOpenAI:
+    """langchain-openai's chat model at the gateway; shared by the LangChain adapter."""
+    g = ctx.generation
+    return ChatOpenAI(
+        model=ctx.model_name,
+        base_url=ctx.llm_base_url(node),
+        api_key="mastif-gateway",  # the gateway holds the real key, if any
+        temperature=g.temperature,
+        max_tokens=g.max_tokens,
+        seed=g.seed,
+        timeout=g.timeout_s,
+        max_retries=0,  # the gateway retries; a second layer would hide calls
+    )
+
+
+def langchain_tools(ctx: RunContext, position: dict[str, Any]) -> list[StructuredTool]:
+    """The protocol's tools as LangChain tools; each call is recorded at ``position``."""
+
+    def make(spec: Any) -> StructuredTool:
+        async def call(**arguments: Any) -> str:
+            result = await ctx.call_tool(position["node"], position["step"], spec.name, arguments)
+            return result.output if result.ok else f"ERROR: {result.error}"
+
+        return StructuredTool(
+            name=spec.name,
+            description=spec.description,
+            args_schema=spec.parameters,  # the JSON schema as is: same schema for every framework
+            coroutine=call,
+        )
+
+    return [make(spec) for spec in ctx.tools.tool_specs()]
+
+
+def record_refused_calls(ctx: RunContext, node: str, step: int, reply: AIMessage) -> None:
+    """Tool calls the framework will not run: unknown names and unparseable arguments."""
+    offered = set(ctx.tool_names())
+    for call in reply.tool_calls:
+        if call["name"] not in offered:
+            ctx.record_failed_tool_call(
+                node, step, call["name"], call["args"],
+                f"unknown tool {call['name']!r}; offered: {sorted(offered)}",
+            )  # fmt: skip
+    for bad in reply.invalid_tool_calls:
+        ctx.record_failed_tool_call(
+            node, step, bad.get("name") or "<unnamed>", bad.get("args") or "",
+            f"arguments are not valid JSON: {bad.get('error') or bad.get('args')}",
+        )  # fmt: skip
+
+
 class LangGraphAdapter:
     name = "langgraph"
 
-    def chat_model(self, ctx: RunContext, node: str) -> ChatOpenAI:
-        g = ctx.generation
-        return ChatOpenAI(
-            model=ctx.model_name,
-            base_url=ctx.llm_base_url(node),
-            api_key="mastif-gateway",  # the gateway holds the real key, if any
-            temperature=g.temperature,
-            max_tokens=g.max_tokens,
-            seed=g.seed,
-            timeout=g.timeout_s,
-            max_retries=0,  # the gateway retries; a second layer would double-count calls
-        )
-
-    async def run_node(self, ctx: RunContext, node: PlannedNode, state: GraphState) -> str:
-        step = state["step"] if node.spec.loop else 1
-        tool_specs = ctx.tools.tool_specs() if node.spec.use_tools else []
-        prompt = render_prompt(
-            node, ctx.task, state["outputs"], step, ctx.plan.max_steps,
-            [t.name for t in tool_specs],
-        )  # fmt: skip
-        llm = self.chat_model(ctx, node.name)
-        messages: list[BaseMessage] = [HumanMessage(prompt)]
-        schemas = [
-            {"type": "function", "function": {"name": t.name, "description": t.description,
-                                              "parameters": t.parameters}}
-            for t in tool_specs
-        ]  # fmt: skip
-        rounds = 0
-        while True:
-            if schemas and rounds < ctx.generation.max_tool_rounds:
-                # tool_choice applies to the node's first turn; later turns may answer in text
-                choice = node.spec.tool_choice if rounds == 0 else "auto"
-                reply = await llm.bind_tools(schemas, tool_choice=choice).ainvoke(messages)
-            else:
-                reply = await llm.ainvoke(messages)
-            assert isinstance(reply, AIMessage)
-            messages.append(reply)
-            if not (reply.tool_calls or reply.invalid_tool_calls) or not schemas:
-                break
-            if rounds >= ctx.generation.max_tool_rounds:
-                break
-            rounds += 1
-            await self._call_tools(ctx, node, step, reply, messages)
-        return message_text(messages[-1])
-
-    async def _call_tools(
-        self,
-        ctx: RunContext,
-        node: PlannedNode,
-        step: int,
-        reply: AIMessage,
-        messages: list[BaseMessage],
-    ) -> None:
-        for call in reply.tool_calls:
-            result = await ctx.tools.call(call["name"], call["args"])
-            ctx.recorder.tool_call(node.name, step, call["name"], call["args"], result)
-            content = result.output if result.ok else f"ERROR: {result.error}"
-            messages.append(ToolMessage(content=content, tool_call_id=call["id"] or call["name"]))
-        for bad in reply.invalid_tool_calls:
-            error = f"arguments are not valid JSON: {bad.get('error') or bad.get('args')}"
-            result = ToolResult(False, "", error)
-            name = bad.get("name") or "<unnamed>"
-            ctx.recorder.tool_call(node.name, step, name, bad.get("args") or "", result)
-            messages.append(
-                ToolMessage(content=f"ERROR: {error}", tool_call_id=bad.get("id") or name)
-            )
-
     def build_graph(self, ctx: RunContext) -> Any:
         plan = ctx.plan
+        gen = ctx.generation
+        position: dict[str, Any] = {"node": "", "step": 0}
+        tools = langchain_tools(ctx, position)
         builder = StateGraph(GraphState)
 
-        def make_node(node: PlannedNode, last_in_loop: bool):  # type: ignore[no-untyped-def]
+        def model_node(node: PlannedNode, last_in_loop: bool):  # type: ignore[no-untyped-def]
+            use_tools = node.spec.use_tools and bool(tools)
+            llm = chat_model(ctx, node.name)
+
             async def fn(state: GraphState) -> dict[str, Any]:
                 step = state["step"] if node.spec.loop else 1
-                text = await self.run_node(ctx, node, state)
+                position.update(node=node.name, step=step)
+                fresh = state["active"] != node.name
+                rounds = 0 if fresh else state["tool_rounds"]
+                update: list[BaseMessage] = []
+                if fresh:
+                    prompt = render_prompt(
+                        node, ctx.task, state["outputs"], step, plan.max_steps,
+                        [t.name for t in tools] if use_tools else [],
+                    )  # fmt: skip
+                    update = [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage(prompt)]
+                    history = [HumanMessage(prompt)]
+                else:
+                    history = list(state["messages"])
+                if use_tools and rounds < gen.max_tool_rounds:
+                    # tool_choice applies to the node's first turn; later turns may answer in text
+                    choice = node.spec.tool_choice if rounds == 0 else "auto"
+                    reply = await llm.bind_tools(tools, tool_choice=choice).ainvoke(history)
+                else:
+                    reply = await llm.ainvoke(history)
+                assert isinstance(reply, AIMessage)
+                update.append(reply)
+                base = {"messages": update, "active": node.name}
+                if use_tools and (reply.tool_calls or reply.invalid_tool_calls):
+                    record_refused_calls(ctx, node.name, step, reply)
+                if use_tools and reply.tool_calls and rounds < gen.max_tool_rounds:
+                    return {**base, "tool_rounds": rounds + 1, "wants_tools": True}
+                text = message_text(reply)
                 out = ctx.recorder.node_output(node.name, step, node.spec.output_key, text)
-                update: dict[str, Any] = {"outputs": [out]}
-                if node.stops_loop(text):
-                    update["done"] = True
-                if last_in_loop:
-                    update["step"] = state["step"] + 1
-                return update
+                done = {"done": True} if node.stops_loop(text) else {}
+                step_update = {"step": state["step"] + 1} if last_in_loop else {}
+                return {**base, **done, **step_update, "outputs": [out], "tool_rounds": 0,
+                        "wants_tools": False}  # fmt: skip
 
             return fn
 
         loop = plan.loop
         for n in plan.nodes:
-            builder.add_node(n.name, make_node(n, bool(loop) and n is loop[-1]))
+            builder.add_node(n.name, model_node(n, bool(loop) and n is loop[-1]))
+            if n.spec.use_tools and tools:
+                builder.add_node(f"{n.name}__tools", ToolNode(tools, handle_tool_errors=True))
+                builder.add_edge(f"{n.name}__tools", n.name)
 
-        def chain(names: list[str]) -> None:
-            for a, b in pairwise(names):
-                builder.add_edge(a, b)
-
+        # where each node goes when it is finished: (router, targets)
         before = [n.name for n in plan.before]
         after = [n.name for n in plan.after]
-        if not loop:
-            chain([START, *before, *after, END])
-            return builder.compile()
-        chain([START, *before, loop[0].name])
-        chain([*after, END])
+        successors: dict[str, Any] = {}
+        line = [*before, loop[0].name] if loop else [*before, *after]
+        for a, b in pairwise([*line, END] if not loop else line):
+            successors[a] = b
+        for a, b in pairwise([*after, END]):
+            successors[a] = b
+        if not line:
+            raise ValueError("workflow has no nodes")
+        builder.add_edge(START, line[0])
         exit_target = after[0] if after else END
-        max_steps = plan.max_steps
-        for i, n in enumerate(loop):
-            last = i == len(loop) - 1
-            nxt = loop[0].name if last else loop[i + 1].name
 
-            def route(state: GraphState, _last: bool = last) -> str:
-                # a stop_when match ends the loop at once; a full round ends it after max_steps
-                if state["done"] or (_last and state["step"] > max_steps):
-                    return "exit"
+        for n in plan.nodes:
+            targets: dict[str, str] = {}
+            has_tools = n.spec.use_tools and bool(tools)
+            if has_tools:
+                targets["tools"] = f"{n.name}__tools"
+            if n.spec.loop:
+                i = loop.index(n)
+                last = i == len(loop) - 1
+                targets["next"] = loop[0].name if last else loop[i + 1].name
+                targets["exit"] = exit_target
+            else:
+                targets["next"] = successors[n.name]
+
+            def route(state: GraphState, _n: PlannedNode = n, _t: dict[str, str] = targets) -> str:
+                if "tools" in _t and state["wants_tools"]:
+                    return "tools"
+                if _n.spec.loop:
+                    # a stop_when match ends the loop at once; a full round ends it after max_steps
+                    last = _n is loop[-1]
+                    if state["done"] or (last and state["step"] > plan.max_steps):
+                        return "exit"
                 return "next"
 
-            builder.add_conditional_edges(n.name, route, {"next": nxt, "exit": exit_target})
+            builder.add_conditional_edges(n.name, route, targets)
         return builder.compile()
 
     async def run(self, ctx: RunContext) -> str:
         graph = self.build_graph(ctx)
         plan = ctx.plan
-        limit = len(plan.before) + len(plan.loop) * plan.max_steps + len(plan.after) + 5
+        per_visit = 2 * ctx.generation.max_tool_rounds + 1
+        visits = len(plan.before) + len(plan.loop) * plan.max_steps + len(plan.after)
         final = await graph.ainvoke(
-            {"outputs": [], "step": 1, "done": False}, config={"recursion_limit": limit}
-        )
+            {"outputs": [], "messages": [], "active": "", "tool_rounds": 0, "wants_tools": False,
+             "step": 1, "done": False},
+            config={"recursion_limit": visits * per_visit + 5},
+        )  # fmt: skip
         outputs: list[NodeOutput] = final["outputs"]
         return outputs[-1].text if outputs else ""

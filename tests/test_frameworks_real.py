@@ -1,0 +1,71 @@
+"""Every framework adapter against the real bundled model (SmolLM2 on llama.cpp).
+
+A recording proxy sits between our gateway and the llama.cpp server, so the trace can be
+checked against what the model server itself reported: token usage and tool calls.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mastif.config import parse_config
+from mastif.frameworks import FRAMEWORKS
+from mastif.providers.local import LocalServer
+from mastif.runner import execute_stack
+from mastif.tasks import load_tasks
+from tests.fakes import RecordingProxy
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def smollm2_server(tmp_path_factory):
+    import yaml
+
+    raw = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    spec = parse_config(raw).models["smollm2"]
+    with LocalServer(spec, tmp_path_factory.mktemp("srv") / "server.log") as server:
+        yield server
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_stack_runs_on_the_real_model(framework, smollm2_server, base_config, tmp_path):
+    task = next(t for t in load_tasks("builtin") if t.task_id == "mt-0002")
+    with RecordingProxy(smollm2_server.base_url) as proxy:
+        cfg = base_config
+        cfg["models"]["proxied"] = {
+            "provider": "openai_compatible",
+            "model": smollm2_server.alias,
+            "base_url": proxy.base_url,
+        }
+        cfg["agent_models"] = ["proxied"]
+        cfg["frameworks"] = [framework]
+        cfg["generation"].update(max_tokens=48, max_steps=2, max_tool_rounds=1, timeout_s=120)
+        for node in cfg["workflow"]["nodes"]:
+            node["stop_when"] = "NEVER-MATCHES-4711" if node.get("stop_when") else None
+        config = parse_config(cfg)
+        (trace,) = execute_stack(
+            config, config.stacks()[0], [task], tmp_path / "c.jsonl", tmp_path / "s.log", REPO
+        )
+    assert trace.status == "ok", trace.error_message
+    assert trace.final_answer.strip()
+    # the loop ran exactly max_steps rounds, observe and interact alternating
+    loop = [(n.node, n.step) for n in trace.node_outputs if n.node in ("observe", "interact")]
+    assert loop == [("observe", 1), ("interact", 1), ("observe", 2), ("interact", 2)]
+    assert trace.node_outputs[0].node == "navigate" and trace.node_outputs[-1].node == "report"
+    # tokens: the trace's sums equal what the model server reported for this run's calls
+    assert (trace.prompt_tokens, trace.completion_tokens) == proxy.usage()
+    assert trace.n_llm_calls == len(proxy.exchanges) > 0
+    # tool calls the model made reached the tools with its arguments, and were recorded
+    served = proxy.tool_calls()
+    recorded = [(c.name, c.arguments) for c in trace.tool_calls]
+    assert len(recorded) == len(served)
+    for (name, args), (rname, rargs) in zip(served, recorded, strict=True):
+        assert rname == name
+        try:
+            assert json.loads(rargs) == json.loads(args, strict=False)
+        except json.JSONDecodeError:
+            assert rargs == args  # unparseable arguments are recorded verbatim
