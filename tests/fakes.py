@@ -109,8 +109,12 @@ class RecordingProxy:
                 pass
 
             def do_POST(self) -> None:  # noqa: N802
+                from mastif.providers.gateway import normalise_request
+
                 length = int(self.headers.get("Content-Length", 0))
-                payload = json.loads(self.rfile.read(length))
+                # the proxy stands in for the local server: apply the gateway's llama.cpp
+                # mends (e.g. max_completion_tokens -> max_tokens) as for a local endpoint
+                payload = normalise_request(json.loads(self.rfile.read(length)), "local")
                 r = client.post("/chat/completions", json=payload)
                 if r.status_code == 200:
                     outer.exchanges.append((payload, r.json()))

@@ -164,8 +164,8 @@ def test_gateway_mends_llama_cpp_quirks(smollm2_spec, tmp_path):
     assert 0 < call.completion_tokens <= 6  # max_completion_tokens became max_tokens
 
 
-def test_llama_server_fixes_prompt_escaping_and_token_cap():
-    """The wrapped chatml-function-calling handler: no HTML escapes, request max_tokens kept."""
+def test_llama_server_mends_the_chat_handler():
+    """No HTML escapes, request max_tokens kept, tools listed, tool results shown, no stray function_call."""
     code = textwrap.dedent(
         """
         import json
@@ -177,19 +177,33 @@ def test_llama_server_fixes_prompt_escaping_and_token_cap():
             verbose = False
             def create_completion(self, **kw):
                 seen.append({"prompt": kw["prompt"], "max_tokens": kw.get("max_tokens")})
+                # decision (stops before ":"), then the arguments, then "no more calls"
+                text = {1: "functions.f", 2: '{"x": 1}'}.get(len(seen), "")
                 return {"id": "x", "object": "text_completion", "created": 0, "model": "m",
-                        "choices": [{"text": "hello", "index": 0, "logprobs": None,
+                        "choices": [{"text": text, "index": 0, "logprobs": None,
                                      "finish_reason": "stop"}],
                         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
         handler = lcf.LlamaChatCompletionHandlerRegistry().get_chat_completion_handler_by_name(HANDLER)
-        tools = [{"type": "function", "function": {"name": "f", "description": "d",
-                  "parameters": {"type": "object", "properties": {}}}}]
-        handler(llama=FakeLlama(), messages=[{"role": "user", "content": 'say "hi"'}],
-                tools=tools, tool_choice="auto", max_tokens=7)
-        print(json.dumps(seen))
+        tools = [{"type": "function", "function": {"name": "f", "description": "Use f for sums",
+                  "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}}}}]
+        messages = [
+            {"role": "user", "content": 'say "hi"'},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function",
+             "function": {"name": "f", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "TOOL-RESULT-42"},
+        ]
+        out = handler(llama=FakeLlama(), messages=messages, tools=tools, tool_choice="auto",
+                      max_tokens=7)
+        print(json.dumps({"seen": seen, "message": out["choices"][0]["message"]}))
         """
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    seen = json.loads(out.stdout.strip().splitlines()[-1])
-    assert seen and all('say "hi"' in s["prompt"] and "&#34;" not in s["prompt"] for s in seen)
-    assert all(s["max_tokens"] == 7 for s in seen)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    prompt = result["seen"][0]["prompt"]
+    assert 'say "hi"' in prompt and "&#34;" not in prompt  # 1. no HTML escaping
+    assert all(s["max_tokens"] == 7 for s in result["seen"])  # 2. the request's limit
+    assert "<|im_start|>tool\nTOOL-RESULT-42<|im_end|>" in prompt  # 3. tool results shown
+    # 4. tools listed, with their guidance description
+    assert 'functions.f:\n// Use f for sums\n{"properties": {"x": {"type": "integer"}}' in prompt
+    message = result["message"]
+    assert message["tool_calls"] and "function_call" not in message  # 5. no stray legacy field

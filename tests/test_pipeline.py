@@ -11,6 +11,8 @@ import polars as pl
 import pytest
 import yaml
 
+from mastif.frameworks import FRAMEWORKS
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 PIPELINE_FILES = ["Snakefile", "config", "workflow", "resources", "profiles"]
@@ -103,7 +105,11 @@ def test_end_to_end_on_the_bundled_model(pipeline_copy):
     values = pl.read_parquet(results / "values/smollm2/standard/langgraph.parquet")
     assert values.height == 1 and 0.0 <= values["IVS"][0] <= 1.0
     stacks = pl.read_parquet(results / "metrics/stacks.parquet")
-    assert stacks.height == 1 and stacks["n_runs"][0] == 1
+    assert sorted(stacks["framework"]) == sorted(FRAMEWORKS)  # the default runs every framework
+    assert stacks["n_runs"].to_list() == [1] * len(FRAMEWORKS)
+    for framework in FRAMEWORKS:
+        other = pl.read_parquet(results / f"runs/smollm2/standard/{framework}.parquet")
+        assert other.height == 1 and other["prompt_tokens"][0] > 0, framework
     for name in ("tests", "groups", "posthoc"):
         assert (results / f"stats/{name}.parquet").exists()
     pngs = sorted((results / "plots").glob("*.png"))

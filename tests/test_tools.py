@@ -269,3 +269,13 @@ def test_descriptions_and_openai_schema(name: str) -> None:
         assert prop["type"] == "string"
         assert prop["description"]
     json.dumps(schema)  # must be wire-serialisable
+
+
+def test_null_optional_argument_means_not_given() -> None:
+    from mastif.tools import get_tools
+
+    (tool,) = get_tools(["json_parser"])
+    result = tool.invoke({"json_string": '{"a": 1}', "query": None})
+    assert result.ok, result.error
+    missing = tool.invoke({"json_string": None})
+    assert not missing.ok and "invalid arguments" in missing.error

@@ -80,7 +80,9 @@ class RunContext:
         self.recorder.tool_call(node, step, name, arguments, result)
         return result
 
-    def record_failed_tool_call(self, node: str, step: int, name: str, arguments: Any, error: str) -> None:
+    def record_failed_tool_call(
+        self, node: str, step: int, name: str, arguments: Any, error: str
+    ) -> None:
         """Record a call the framework refused before it reached a tool (e.g. unknown name)."""
         self.recorder.tool_call(node, step, name, arguments, ToolResult(False, "", error))
 

@@ -41,6 +41,7 @@ class Tool:
         try:
             if not isinstance(arguments, dict):
                 raise ToolError(f"arguments must be a JSON object, got {type(arguments).__name__}")
+            arguments = self._drop_null_optionals(arguments)
             jsonschema.validate(arguments, self.parameters)
             output = self.func(**arguments)
             return ToolResult(True, str(output), None, time.perf_counter() - start)
@@ -50,6 +51,16 @@ class Tool:
         except Exception as exc:  # noqa: BLE001 - a tool failure is data, not a crash
             msg = f"{type(exc).__name__}: {exc}"
             return ToolResult(False, "", msg, time.perf_counter() - start)
+
+    def _drop_null_optionals(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """``null`` for an optional parameter means "not given".
+
+        Frameworks that send strict schemas (CrewAI makes every property required and
+        nullable) lead models to write ``null`` for what they leave out; the caller's record
+        keeps the arguments exactly as sent.
+        """
+        required = set(self.parameters.get("required", []))
+        return {k: v for k, v in arguments.items() if v is not None or k in required}
 
     def openai_schema(self) -> dict[str, Any]:
         """The tool in OpenAI chat-completions ``tools`` format."""

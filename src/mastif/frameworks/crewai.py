@@ -1,0 +1,419 @@
+"""CrewAI: every workflow node execution is a one-agent, one-task ``Crew`` of its own.
+
+Mapping. For each node execution (``navigate``; ``observe`` and ``interact`` once per loop
+round; ``report``) the adapter builds an ``Agent`` and a ``Task`` whose description is the
+node prompt from :func:`mastif.workflow.render_prompt`, and runs them with
+``Crew(process=Process.sequential).kickoff()``; the crew's raw output is the node output.
+Between crews the adapter drives the workflow as the reference adapter does: the nodes
+before the loop in a line, then the loop nodes in turn for up to ``max_steps`` rounds,
+leaving the loop as soon as a node's ``stop_when`` matches, then the nodes after the loop.
+One crew per node execution, not one crew per run: a crew's task list is fixed at kickoff,
+while the loop's length depends on what the model says and each prompt carries the
+history as of that moment (CrewAI's own task-context passing is therefore not used).
+
+Inside a node everything is CrewAI's runtime and nothing of it is suppressed: its
+role-playing system prompt (``You are {role}. {backstory}\\nYour personal goal is:
+{goal}``), its user turn (``Current Task: <prompt>`` plus the task's expected-output
+criteria, and ``Provide your complete response:`` when the agent has no tools), its
+``AgentExecutor`` flow with native function calling when the agent has tools and the ReAct
+text parser when it has none (a reply is the answer, from ``Final Answer:`` on if it has
+one, unless it spells out an ``Action:``, which makes CrewAI try that tool and ask again),
+its client-side cut at the stop word ``\nObservation:``, its forced-final-answer turn when
+``max_iter`` runs out, its rule that an empty reply is an error, its context-window
+preflight, its tool-failure records, its task-output store (SQLite under the user data
+directory, for ``crewai replay``). Measured with SmolLM2: the wrapping costs 78 prompt
+tokens on a node's first request (35 of them the system message); on a tool node the
+system message also makes llama.cpp's chatml-function-calling template list the functions
+and their parameter schemas (about 700 tokens), which it renders only into a system
+message.
+
+Model. ``OpenAICompletion`` -- the class ``crewai.LLM("openai/<model>", base_url=...)``
+builds for a custom endpoint -- pointed at ``ctx.llm_base_url(node)``, so every request
+goes through our gateway and is attributed to its node; temperature, max_tokens, seed and
+timeout from ``ctx.generation``; no streaming; no retries in the OpenAI client
+(``max_retries=0``) nor around the task (``max_retry_limit=0``): the gateway retries, and a
+second layer would hide calls.
+
+Tools. Nodes with ``use_tools`` get the protocol's tools as CrewAI ``BaseTool`` s with the
+same name, description and parameters (a pydantic model built from the JSON schema by
+CrewAI's ``create_model_from_schema``). CrewAI offers them as *strict* OpenAI functions:
+every property required, optional ones nullable (``anyOf: [T, null]``), ``default`` dropped.
+Each execution goes through ``ctx.call_tool`` on the run's event loop with the arguments as
+the model produced them: the tool's ``run`` skips CrewAI's pydantic re-validation, which
+would coerce types, add the defaults of absent parameters and drop unknown keys (the tool
+checks its JSON schema itself, for every framework alike). A failed tool result is
+returned as a CrewAI ``ToolFailure`` (the model reads ``ERROR: <message>``).
+
+Refused calls. A tool name that is not offered (CrewAI answers ``Tool not found``) or
+arguments that are not valid JSON (``Failed to parse tool arguments as JSON``) never reach
+a tool; they are recorded as failed calls where CrewAI decides so,
+``AgentExecutor._execute_single_native_tool_call``, through a thin executor subclass
+(``Agent.executor_class``). The subclass also runs the calls of one reply one after the
+other (CrewAI would use a thread pool), so the trace has them in the model's order. CrewAI's
+tool-result cache is opt-in and stays off: every call runs the tool.
+
+Tool rounds. ``max_tool_rounds`` caps the replies with tool calls per node execution, as in
+the reference adapter: once that many were answered, the node's next request goes out
+without tools and its reply ends the node (tool calls in a reply to a request without
+tools are not run). The agent's ``max_iter`` is ``max_tool_rounds + 1`` (the tool rounds
+plus the answer), so CrewAI's own forced-final-answer turn is a backstop a tool node does
+not reach; in a node without tools it bounds the ReAct turns.
+
+Threads. CrewAI's crew API is synchronous (its executor is a ``Flow`` that runs its own
+``asyncio.run`` in the calling thread), so each kickoff runs in a worker thread of the
+run's own and tool calls are bridged back to the run's event loop with
+``asyncio.run_coroutine_threadsafe``. (Not the loop's default executor: the in-process
+protocol runs tools there, and a crew thread waiting for its tool must not hold the worker
+the tool needs.) When the runner cancels the run on timeout, the adapter marks the run
+cancelled and closes the HTTP clients: the request in flight fails and the abandoned crew
+stops at once instead of running on in the background.
+
+Telemetry, trace upload and interactive prompts are off (environment switches set before
+CrewAI is imported, ``Crew(tracing=False)``); no memory, knowledge, planning, reasoning or
+delegation. CrewAI then opens no connection other than to the gateway.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Before crewai is imported: no telemetry, no trace upload, no first-run/trace prompts.
+for _var, _value in {
+    "CREWAI_DISABLE_TELEMETRY": "true",
+    "CREWAI_DISABLE_TRACKING": "true",
+    "OTEL_SDK_DISABLED": "true",
+    "CREWAI_TRACING_ENABLED": "false",
+    "CREWAI_TESTING": "true",  # only silences the interactive tracing prompts
+}.items():
+    os.environ[_var] = _value
+
+import asyncio  # noqa: E402
+import contextvars  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+import threading  # noqa: E402
+from concurrent.futures import ThreadPoolExecutor  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from typing import Any  # noqa: E402
+
+import openai  # noqa: E402
+from crewai import Agent, Crew, Process, Task  # noqa: E402
+from crewai.agents.agent_executor import AgentExecutor  # noqa: E402
+from crewai.llms.providers.openai.completion import OpenAICompletion  # noqa: E402
+from crewai.tools import BaseTool  # noqa: E402
+from crewai.tools.tool_failure import ToolFailure, ToolFailureReason  # noqa: E402
+from crewai.utilities.pydantic_schema_utils import create_model_from_schema  # noqa: E402
+from pydantic import PrivateAttr  # noqa: E402
+
+from mastif.frameworks.base import RunContext  # noqa: E402
+from mastif.tools import ToolResult  # noqa: E402
+from mastif.workflow import PlannedNode, render_prompt  # noqa: E402
+
+
+class _NoApproximateCountWarning(logging.Filter):
+    """CrewAI warns on every call that its context preflight estimates tokens (4 chars each)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "approximate input token count" not in record.getMessage()
+
+
+logging.getLogger("crewai.llms.base_llm").addFilter(_NoApproximateCountWarning())
+
+
+class RunCancelled(Exception):
+    """Raised in the worker thread once the run coroutine was cancelled (timeout)."""
+
+
+@dataclass
+class _Visit:
+    """One execution of one workflow node, i.e. one crew."""
+
+    node: PlannedNode
+    step: int
+    max_tool_rounds: int
+    tool_rounds: int = 0  # replies with tool calls answered so far
+
+
+@dataclass
+class _Bridge:
+    """What a run's worker thread shares with the run coroutine."""
+
+    ctx: RunContext
+    loop: asyncio.AbstractEventLoop
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    llms: list[OpenAICompletion] = field(default_factory=list)  # clients of the open crew
+    local: threading.local = field(default_factory=threading.local)
+
+    def check(self) -> None:
+        if self.cancelled.is_set():
+            raise RunCancelled("the run was cancelled")
+
+    def close_clients(self) -> None:
+        llms, self.llms = self.llms, []
+        for llm in llms:
+            client = llm._client  # the sync OpenAI client; the async one is never used
+            if client is not None:
+                try:
+                    client.close()  # a request in flight fails at once
+                except Exception:  # noqa: BLE001, S110 - best effort
+                    pass
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+        self.close_clients()
+
+    def call_tool(self, visit: _Visit, name: str, arguments: Any) -> ToolResult:
+        """``ctx.call_tool`` on the run's event loop, from a CrewAI thread."""
+        self.check()
+        self.local.reached_tool = True
+        coro = self.ctx.call_tool(visit.node.name, visit.step, name, arguments)
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+
+# -- model ---------------------------------------------------------------------------------
+
+
+class _NoFunctions(dict[str, Any]):
+    """A function table that is truthy but holds no function."""
+
+    def __bool__(self) -> bool:
+        return True
+
+
+class GatewayLLM(OpenAICompletion):
+    """CrewAI's native OpenAI-compatible client at our gateway, with the tool-round cap."""
+
+    _visit: _Visit | None = PrivateAttr(default=None)
+    _bridge: _Bridge | None = PrivateAttr(default=None)
+
+    def call(self, messages: Any, tools: Any = None, *args: Any, **kwargs: Any) -> Any:
+        visit, bridge = self._visit, self._bridge
+        if bridge is not None:
+            bridge.check()
+        if tools and visit is not None and visit.tool_rounds >= visit.max_tool_rounds:
+            tools = None  # the cap is reached: this turn answers in text
+        reply = super().call(messages, tools, *args, **kwargs)
+        if tools and visit is not None and isinstance(reply, list) and reply:
+            visit.tool_rounds += 1
+        return reply
+
+    def _handle_completion(
+        self, params: dict[str, Any], available_functions: Any = None, **kwargs: Any
+    ) -> Any:
+        if "tools" not in params and not available_functions:
+            # No tools were offered, so tool calls in the reply were not asked for. Given a
+            # function table that knows none of them, CrewAI's client leaves them unrun and
+            # returns the reply's text. (llama.cpp sends no tool calls unasked; a scripted
+            # server may.)
+            available_functions = _NoFunctions()
+        return super()._handle_completion(params, available_functions, **kwargs)
+
+    def _prepare_completion_params(self, messages: Any, tools: Any = None) -> dict[str, Any]:
+        params = super()._prepare_completion_params(messages, tools)
+        visit = self._visit
+        if tools and visit is not None and visit.tool_rounds == 0:
+            # the node's tool_choice holds for its first turn (CrewAI always sends "auto")
+            params["tool_choice"] = visit.node.spec.tool_choice
+        return params
+
+
+def gateway_llm(ctx: RunContext, visit: _Visit, bridge: _Bridge) -> GatewayLLM:
+    g = ctx.generation
+    llm = GatewayLLM(
+        model=ctx.model_name,
+        provider="openai",
+        custom_openai=True,  # an OpenAI-compatible server: never try OpenAI's /responses
+        base_url=ctx.llm_base_url(visit.node.name),
+        api_key="mastif-gateway",  # the gateway holds the real key, if any
+        temperature=g.temperature,
+        max_tokens=g.max_tokens,
+        seed=g.seed,
+        timeout=g.timeout_s,
+        max_retries=0,  # the gateway retries; a second layer would hide calls
+        stream=False,
+    )
+    llm._visit, llm._bridge = visit, bridge
+    bridge.llms.append(llm)
+    return llm
+
+
+# -- tools ----------------------------------------------------------------------------------
+
+
+class GatewayTool(BaseTool):
+    """A protocol tool as a CrewAI tool; every execution goes through ``ctx.call_tool``."""
+
+    _visit: _Visit | None = PrivateAttr(default=None)
+    _bridge: _Bridge | None = PrivateAttr(default=None)
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        # BaseTool.run re-validates and re-dumps the arguments through the pydantic model;
+        # the tool gets them as the model produced them and checks its JSON schema itself.
+        limit = self._claim_usage()
+        return limit if limit is not None else self._run(*args, **kwargs)
+
+    def _run(self, *args: Any, **kwargs: Any) -> Any:
+        assert self._bridge is not None and self._visit is not None
+        arguments: Any = kwargs if not args else (args[0] if len(args) == 1 else list(args))
+        result = self._bridge.call_tool(self._visit, self.name, arguments)
+        if result.ok:
+            return result.output
+        return ToolFailure(message=f"ERROR: {result.error}", reason=ToolFailureReason.TOOL_REPORTED)
+
+
+def crewai_tools(ctx: RunContext, visit: _Visit, bridge: _Bridge) -> list[GatewayTool]:
+    tools = []
+    for spec in ctx.tools.tool_specs():
+        schema = create_model_from_schema(spec.parameters, model_name=f"{spec.name}_arguments")
+        tool = GatewayTool(name=spec.name, description=spec.description, args_schema=schema)
+        tool._visit, tool._bridge = visit, bridge
+        tools.append(tool)
+    return tools
+
+
+# -- executor ----------------------------------------------------------------------------------
+
+
+def raw_tool_call(tool_call: Any) -> tuple[str, Any]:
+    """Name and arguments of a tool call as the model sent them (unparseable text verbatim)."""
+    function = getattr(tool_call, "function", None)
+    if function is not None:
+        name, args = function.name, function.arguments
+    elif isinstance(tool_call, dict):
+        fn = tool_call.get("function") or {}
+        name = fn.get("name") or tool_call.get("name") or "<unnamed>"
+        args = fn.get("arguments", tool_call.get("arguments", ""))
+    else:
+        return "<unrecognised>", repr(tool_call)
+    if isinstance(args, str):
+        try:
+            return name, json.loads(args)
+        except json.JSONDecodeError:
+            return name, args
+    return name, args
+
+
+class MastifAgentExecutor(AgentExecutor):
+    """CrewAI's executor, recording the tool calls it refuses; a reply's calls run in order."""
+
+    @classmethod
+    def flow_definition(cls) -> Any:
+        # A Flow reads its steps from the class's own __dict__; this subclass adds none and
+        # runs AgentExecutor's flow unchanged (with the two helpers below overridden).
+        return AgentExecutor.flow_definition()
+
+    def _should_parallelize_native_tool_calls(self, tool_calls: list[Any]) -> bool:
+        return False  # the trace keeps the order in which the model made the calls
+
+    def _execute_single_native_tool_call(self, tool_call: Any) -> dict[str, Any]:
+        bridge: _Bridge | None = getattr(self.llm, "_bridge", None)
+        visit: _Visit | None = getattr(self.llm, "_visit", None)
+        if bridge is None or visit is None:
+            return super()._execute_single_native_tool_call(tool_call)
+        bridge.check()
+        bridge.local.reached_tool = False
+        outcome = super()._execute_single_native_tool_call(tool_call)
+        if bridge.local.reached_tool or bridge.cancelled.is_set():
+            return outcome
+        # CrewAI answered this call itself and no tool ran: a failed call
+        name, arguments = raw_tool_call(tool_call)
+        reason = getattr(outcome.get("tool_failure"), "reason", None)
+        said = str(outcome.get("result", ""))
+        if reason == ToolFailureReason.UNKNOWN_TOOL:
+            offered = sorted(bridge.ctx.tool_names())
+            error = f"unknown tool {name!r}; offered: {offered} (CrewAI: {said})"
+        elif reason == ToolFailureReason.INVALID_INPUT:
+            error = f"arguments are not valid JSON: {said}"
+        else:
+            error = f"CrewAI did not run the tool: {said}"
+        bridge.ctx.record_failed_tool_call(visit.node.name, visit.step, name, arguments, error)
+        return outcome
+
+
+# -- the adapter ----------------------------------------------------------------------------------
+
+
+def build_crew(ctx: RunContext, visit: _Visit, bridge: _Bridge, prompt: str) -> Crew:
+    node = visit.node
+    use_tools = node.spec.use_tools and bool(ctx.tools.tool_specs())
+    what = node.spec.output_key.replace("_", " ")
+    agent = Agent(
+        role="web agent",
+        goal=f"Write the {what} for the current task.",
+        backstory=f"You carry out the {node.name} step of a web task.",
+        llm=gateway_llm(ctx, visit, bridge),
+        tools=crewai_tools(ctx, visit, bridge) if use_tools else [],
+        max_iter=ctx.generation.max_tool_rounds + 1,
+        max_retry_limit=0,
+        allow_delegation=False,
+        verbose=False,
+        executor_class=MastifAgentExecutor,
+    )
+    task = Task(description=prompt, expected_output=f"The {what}.", agent=agent)
+    return Crew(
+        agents=[agent],
+        tasks=[task],
+        process=Process.sequential,
+        verbose=False,
+        memory=False,
+        cache=False,
+        tracing=False,
+    )
+
+
+def kickoff(crew: Crew, bridge: _Bridge) -> str:
+    """Run one crew (in the worker thread); its raw output is the node output."""
+    try:
+        bridge.check()
+        return crew.kickoff().raw  # no inputs: the prompt is not a template for CrewAI
+    except ConnectionError as exc:
+        # CrewAI turns the OpenAI client's connection errors (timeouts included) into a
+        # builtin ConnectionError; hand on the original so the run's error is classified
+        if isinstance(exc.__cause__, openai.APIConnectionError):
+            raise exc.__cause__ from exc
+        raise
+    finally:
+        bridge.close_clients()
+
+
+class CrewAIAdapter:
+    name = "crewai"
+
+    async def run(self, ctx: RunContext) -> str:
+        plan = ctx.plan
+        loop = asyncio.get_running_loop()
+        bridge = _Bridge(ctx, loop)
+        worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"crewai-{ctx.run_id[:8]}")
+        tool_names = ctx.tool_names()
+
+        async def execute(node: PlannedNode, step: int) -> str:
+            use_tools = node.spec.use_tools and bool(tool_names)
+            prompt = render_prompt(
+                node, ctx.task, ctx.recorder.node_outputs, step, plan.max_steps,
+                tool_names if use_tools else [],
+            )  # fmt: skip
+            visit = _Visit(node, step, ctx.generation.max_tool_rounds)
+            crew = build_crew(ctx, visit, bridge, prompt)
+            run_crew = contextvars.copy_context().run
+            text = await loop.run_in_executor(worker, run_crew, kickoff, crew, bridge)
+            ctx.recorder.node_output(node.name, step, node.spec.output_key, text)
+            return text
+
+        try:
+            for node in plan.before:
+                await execute(node, 1)
+            for step in range(1, plan.max_steps + 1) if plan.loop else ():
+                stopped = False
+                for node in plan.loop:
+                    if node.stops_loop(await execute(node, step)):
+                        stopped = True  # stop_when matched: leave the loop at once
+                        break
+                if stopped:
+                    break
+            for node in plan.after:
+                await execute(node, 1)
+        finally:
+            bridge.cancel()  # a cancelled run must not go on in its worker thread
+            worker.shutdown(wait=False, cancel_futures=True)
+        outputs = ctx.recorder.node_outputs
+        return outputs[-1].text if outputs else ""

@@ -1,0 +1,354 @@
+"""Semantic Kernel: the workflow on a ``Kernel`` with the tools as a plugin.
+
+Mapping. One ``Kernel`` per run holds the protocol's tools as one plugin of kernel
+functions (``KernelFunctionFromMethod`` with explicit ``KernelParameterMetadata``: each
+parameter's ``schema_data`` is the tool's JSON schema for it) and one
+``OpenAIChatCompletion`` service per workflow node (``service_id`` = node name), each with
+its own ``AsyncOpenAI`` client at ``ctx.llm_base_url(node)`` so the gateway attributes every
+request to its node. A node visit is a fresh ``ChatHistory`` holding the rendered node
+prompt and one ``get_chat_message_content`` call. A node that uses tools runs it with
+``FunctionChoiceBehavior.Auto`` (or ``Required``) and ``maximum_auto_invoke_attempts =
+max_tool_rounds``: SK's own auto-invoke loop then asks the model, runs the requested kernel
+functions, appends their results to the history and asks again, and after the last round
+makes one more request without tools so the node ends in text. Other nodes get no function
+calling. The nodes before the loop run in a line, the loop nodes alternate for up to
+``max_steps`` rounds (a ``stop_when`` match ends the loop at once), then the rest; the final
+answer is the last node output.
+
+Tools on the wire are the same as in the other frameworks. By itself SK would offer a
+function as ``<plugin>-<name>`` with a parameters object it rebuilds from the parameter
+metadata (dropping ``additionalProperties: false``, which llama.cpp turns into its grammar).
+Our connector's ``_update_function_choice_settings_callback`` (SK's documented hook for how
+function metadata becomes the request's ``tools``) offers the bare tool name and the tool's
+JSON schema as is; SK resolves a bare name to the plugin function by itself. With
+``tool_choice: required`` the first request of a node visit says ``required`` and later ones
+``auto`` (SK would repeat ``required`` on every round).
+
+Tool calls. Each kernel function calls ``ctx.call_tool`` with the arguments SK parsed from the
+model's JSON (typed, unchanged). Calls SK refuses before any function runs — a name that is
+not offered, arguments it cannot parse, missing or unexpected arguments — only leave a
+message for the model in the chat history; a ``Kernel`` subclass wraps SK's
+``invoke_function_call`` and records those as failed calls. SK starts the calls of one reply
+concurrently and appends each result when it finishes; here they take turns in the model's
+order, so tool messages and records follow that order (see ``RecordingKernel``).
+
+A legacy ``function_call`` beside ``tool_calls`` in a reply (llama-cpp-python sends one) is
+not turned into an extra call (see ``GatewayChatCompletion``).
+
+Errors. SK wraps the OpenAI client's exceptions in ``ServiceResponseException``; the adapter
+re-raises the client's own exception so the runner classifies provider errors and timeouts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import openai
+from openai import AsyncOpenAI
+from pydantic import PrivateAttr
+from semantic_kernel import Kernel
+from semantic_kernel.connectors.ai.function_choice_behavior import FunctionChoiceBehavior
+from semantic_kernel.connectors.ai.open_ai import (
+    OpenAIChatCompletion,
+    OpenAIChatPromptExecutionSettings,
+)
+from semantic_kernel.contents import ChatHistory, ChatMessageContent
+from semantic_kernel.contents.function_call_content import FunctionCallContent
+from semantic_kernel.contents.function_result_content import FunctionResultContent
+from semantic_kernel.exceptions import FunctionCallInvalidArgumentsException, KernelException
+from semantic_kernel.functions import (
+    KernelFunctionFromMethod,
+    KernelParameterMetadata,
+    kernel_function,
+)
+from semantic_kernel.functions.kernel_plugin import KernelPlugin
+
+from mastif.frameworks.base import RunContext
+from mastif.trace import NodeOutput
+from mastif.workflow import PlannedNode, render_prompt
+
+#: plugin holding the tools; the model never sees it (tools are offered by bare name)
+PLUGIN_NAME = "mastif_tools"
+#: where each kernel function keeps its tool's JSON schema (KernelFunctionMetadata.additional_properties)
+SCHEMA_KEY = "mastif_json_schema"
+
+# --------------------------------------------------------------------------- tools on the wire
+
+
+def offer_tools(config: Any, settings: Any, choice: Any) -> None:
+    """SK's ``update_settings_from_function_call_configuration``, with our tool definitions.
+
+    Same behaviour as SK's callback (tools and tool_choice from the function choice
+    configuration), except that a function is offered under its own name with its tool's
+    JSON schema, so every framework offers byte-identical tools.
+    """
+    functions = config.available_functions
+    if not (functions and hasattr(settings, "tool_choice") and hasattr(settings, "tools")):
+        return
+    settings.tool_choice = choice.value if hasattr(choice, "value") else choice
+    settings.tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": meta.name,
+                "description": meta.description or "",
+                "parameters": (meta.additional_properties or {})[SCHEMA_KEY],
+            },
+        }
+        for meta in functions
+    ]
+
+
+class GatewayChatCompletion(OpenAIChatCompletion):
+    """SK's OpenAI connector; offers tools under their own names and schemas."""
+
+    def _update_function_choice_settings_callback(self) -> Any:
+        return offer_tools
+
+    def _get_function_call_from_chat_choice(self, choice: Any) -> list[FunctionCallContent]:
+        # SK turns a legacy ``function_call`` into one more call beside ``tool_calls``. OpenAI
+        # never sends both; llama-cpp-python's chatml-function-calling handler (0.3.x) does,
+        # for a single tool call, under the name of its follow-up completion ("python_repl:"),
+        # so SK would run a phantom call and echo it back. With tool calls present it is
+        # ignored; elsewhere SK's handling stands. (Better mended at the server: see report.)
+        message = getattr(choice, "message", None) or getattr(choice, "delta", None)
+        if message is not None and getattr(message, "tool_calls", None):
+            return []
+        return super()._get_function_call_from_chat_choice(choice)
+
+    async def _inner_get_chat_message_contents(
+        self, chat_history: ChatHistory, settings: Any
+    ) -> list[ChatMessageContent]:
+        try:
+            return await super()._inner_get_chat_message_contents(chat_history, settings)
+        finally:
+            # tool_choice "required" holds for a node visit's first request only (as in every
+            # adapter); SK's auto-invoke loop reuses this settings object for later rounds
+            if getattr(settings, "tool_choice", None) == "required":
+                settings.tool_choice = "auto"
+
+
+def chat_service(ctx: RunContext, node: str, client: AsyncOpenAI) -> GatewayChatCompletion:
+    return GatewayChatCompletion(service_id=node, ai_model_id=ctx.model_name, async_client=client)
+
+
+def gateway_client(ctx: RunContext, node: str) -> AsyncOpenAI:
+    return AsyncOpenAI(
+        base_url=ctx.llm_base_url(node),
+        api_key="mastif-gateway",  # the gateway holds the real key, if any
+        timeout=ctx.generation.timeout_s,
+        max_retries=0,  # the gateway retries; a second layer would hide calls
+    )
+
+
+# --------------------------------------------------------------------------- tool calls
+
+
+@dataclass
+class NodePosition:
+    """Which node visit the tool calls being made belong to."""
+
+    node: str = ""
+    step: int = 0
+
+
+def refusal_text(function_call: FunctionCallContent, history: ChatHistory) -> str:
+    """What SK told the model about a call it did not run (the tool message it appended)."""
+    call_id = function_call.id or "unknown"
+    for msg in reversed(history.messages):
+        for item in msg.items:
+            if isinstance(item, FunctionResultContent) and item.id == call_id:
+                return str(item.result)
+    return ""
+
+
+def refused_call(
+    offered: list[str], function_call: FunctionCallContent, sk_text: str
+) -> tuple[str, Any, str]:
+    """(name, arguments, error) for a call SK refused before any function ran."""
+    name = function_call.name or "<unnamed>"
+    raw = function_call.arguments
+    try:
+        parsed: Any = function_call.parse_arguments() if raw else {}  # SK's own parsing
+    except FunctionCallInvalidArgumentsException:
+        if name not in offered:
+            return name, raw, f"unknown tool {name!r}; offered: {sorted(offered)}"
+        return name, raw, f"arguments are not valid JSON: {raw!r}"[:500]
+    parsed = {} if parsed is None else parsed  # "null": SK calls with no arguments
+    if name not in offered:
+        return name, parsed, f"unknown tool {name!r}; offered: {sorted(offered)}"
+    if not isinstance(parsed, dict):
+        return name, raw, f"arguments are not a JSON object: {raw!r}"[:500]
+    return name, parsed, f"refused by Semantic Kernel before the tool ran: {sk_text}"[:500]
+
+
+class RecordingKernel(Kernel):
+    """SK's ``Kernel``, recording the tool calls its auto-invoke loop refuses.
+
+    SK's loop hands every tool call of a reply to ``invoke_function_call`` at once
+    (``asyncio.gather``) and each appends its tool message when it finishes, so a refused
+    call (no await) would overtake a running tool and the model would get the results out
+    of order. The calls of one reply therefore take turns here, in the order the model made
+    them (``asyncio.Lock`` is FIFO and ``gather`` starts its tasks in order): tool messages
+    and records follow the model's order, as in the other frameworks.
+    """
+
+    _ctx: RunContext | None = PrivateAttr(default=None)
+    _position: NodePosition = PrivateAttr(default_factory=NodePosition)
+    _turns: asyncio.Lock | None = PrivateAttr(default=None)
+
+    async def invoke_function_call(  # type: ignore[override]
+        self, function_call: FunctionCallContent, chat_history: ChatHistory, **kwargs: Any
+    ) -> Any:
+        ctx = self._ctx
+        if ctx is None:
+            return await super().invoke_function_call(function_call, chat_history, **kwargs)
+        if self._turns is None:
+            self._turns = asyncio.Lock()
+        async with self._turns:
+            before = len(ctx.recorder.tool_calls)
+            result = await super().invoke_function_call(function_call, chat_history, **kwargs)
+            if len(ctx.recorder.tool_calls) == before:  # SK did not run any function for it
+                sk_text = refusal_text(function_call, chat_history)
+                name, args, error = refused_call(ctx.tool_names(), function_call, sk_text)
+                pos = self._position
+                ctx.record_failed_tool_call(pos.node, pos.step, name, args, error)
+            return result
+
+
+def tools_plugin(ctx: RunContext, position: NodePosition) -> KernelPlugin:
+    """The protocol's tools as kernel functions; each execution goes through ``ctx.call_tool``."""
+
+    def make(spec: Any) -> KernelFunctionFromMethod:
+        schema = spec.parameters
+        required = set(schema.get("required") or [])
+
+        @kernel_function(name=spec.name, description=spec.description)
+        async def call(**arguments: Any) -> str:
+            # ``arguments``: the model's JSON as SK parsed it, with no type coercion
+            result = await ctx.call_tool(position.node, position.step, spec.name, dict(arguments))
+            return result.output if result.ok else f"ERROR: {result.error}"
+
+        params = [
+            KernelParameterMetadata(
+                name=pname,
+                description=pschema.get("description"),
+                default_value=pschema.get("default"),
+                # no type_object: SK hands the value over as parsed, without coercion
+                type_=pschema.get("type"),
+                is_required=pname in required,
+                schema_data=pschema,  # the tool's JSON schema for this parameter, verbatim
+            )
+            for pname, pschema in (schema.get("properties") or {}).items()
+        ]
+        return KernelFunctionFromMethod(
+            method=call,
+            plugin_name=PLUGIN_NAME,
+            parameters=params,
+            additional_metadata={SCHEMA_KEY: schema},
+        )
+
+    return KernelPlugin(name=PLUGIN_NAME, functions=[make(s) for s in ctx.tools.tool_specs()])
+
+
+# --------------------------------------------------------------------------- the adapter
+
+
+def provider_exception(exc: BaseException) -> BaseException | None:
+    """The OpenAI client's exception inside SK's wrapping, if there is one."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, (openai.APIError, httpx.TransportError, TimeoutError)):
+            return cur
+        cur = cur.__cause__ or cur.__context__
+    return None
+
+
+class SemanticKernelAdapter:
+    name = "semantic_kernel"
+
+    async def run(self, ctx: RunContext) -> str:
+        try:
+            return await self._run(ctx)
+        except KernelException as exc:
+            cause = provider_exception(exc)
+            if cause is not None:
+                raise cause from exc
+            raise
+
+    async def _run(self, ctx: RunContext) -> str:
+        plan = ctx.plan
+        kernel = RecordingKernel()
+        kernel._ctx = ctx
+        if ctx.tools.tool_specs():
+            kernel.add_plugin(tools_plugin(ctx, kernel._position))
+        outputs: list[NodeOutput] = []
+
+        async with AsyncExitStack() as stack:
+            for node in plan.nodes:
+                client = gateway_client(ctx, node.name)
+                stack.push_async_callback(client.close)
+                kernel.add_service(chat_service(ctx, node.name, client))
+
+            async def visit(node: PlannedNode, step: int) -> str:
+                text = await self.run_node(ctx, kernel, node, step, outputs)
+                outputs.append(
+                    ctx.recorder.node_output(node.name, step, node.spec.output_key, text)
+                )
+                return text
+
+            for node in plan.before:
+                await visit(node, 1)
+            if plan.loop:
+                stopped = False
+                for step in range(1, plan.max_steps + 1):
+                    for node in plan.loop:
+                        if node.stops_loop(await visit(node, step)):
+                            stopped = True  # a stop_when match ends the loop at once
+                            break
+                    if stopped:
+                        break
+            for node in plan.after:
+                await visit(node, 1)
+        return outputs[-1].text if outputs else ""
+
+    async def run_node(
+        self,
+        ctx: RunContext,
+        kernel: RecordingKernel,
+        node: PlannedNode,
+        step: int,
+        outputs: list[NodeOutput],
+    ) -> str:
+        gen = ctx.generation
+        has_tools = node.spec.use_tools and bool(ctx.tools.tool_specs())
+        prompt = render_prompt(
+            node, ctx.task, outputs, step, ctx.plan.max_steps, ctx.tool_names() if has_tools else []
+        )
+        history = ChatHistory()
+        history.add_user_message(prompt)
+        settings = OpenAIChatPromptExecutionSettings(
+            service_id=node.name,
+            temperature=gen.temperature,
+            max_tokens=gen.max_tokens,
+            seed=gen.seed,
+        )
+        if has_tools and gen.max_tool_rounds > 0:
+            behavior = (
+                FunctionChoiceBehavior.Required
+                if node.spec.tool_choice == "required"
+                else FunctionChoiceBehavior.Auto
+            )
+            settings.function_choice_behavior = behavior(
+                maximum_auto_invoke_attempts=gen.max_tool_rounds
+            )
+        service = kernel.get_service(node.name)
+        kernel._position.node, kernel._position.step = node.name, step
+        reply = await service.get_chat_message_content(history, settings, kernel=kernel)
+        return reply.content if reply is not None else ""

@@ -1,0 +1,165 @@
+"""What is particular to the CrewAI adapter, against a scripted model behind the real gateway.
+
+The shared contract is in ``test_workflow.py``; these tests pin down how CrewAI's own
+runtime shows through: its prompt wrapping, its strict tool schemas, its refusals, and that
+a cancelled run stops its worker thread.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from mastif.config import parse_config
+from mastif.runner import execute_stack
+from mastif.tasks import load_tasks
+from mastif.tools import get_tools
+from mastif.workflow import plan_workflow, render_prompt
+from tests.fakes import ScriptedChatServer, last_user_text
+
+pytest.importorskip("mastif.frameworks.crewai")  # sets its environment before crewai loads
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run(cfg_dict, tmp_path):
+    cfg_dict["frameworks"] = ["crewai"]
+    cfg = parse_config(cfg_dict)
+    return execute_stack(
+        cfg, cfg.stacks()[0], load_tasks("builtin")[:1], tmp_path / "ckpt.jsonl",
+        tmp_path / "server.log", REPO,
+    )  # fmt: skip
+
+
+def first_interact_turn(payload):
+    return (
+        "interaction round" in last_user_text(payload) and payload["messages"][-1]["role"] == "user"
+    )
+
+
+def test_crewai_wraps_the_node_prompt_in_its_own(tmp_path, fake_model_config):
+    with ScriptedChatServer(lambda p: {"content": "TASK COMPLETE"}) as srv:
+        cfg = fake_model_config(srv.base_url, max_steps=1)
+        (trace,) = run(cfg, tmp_path)
+    assert trace.status == "ok", trace.error_message
+    plan = plan_workflow(parse_config(cfg).workflow, parse_config(cfg).generation, REPO)
+    ours = render_prompt(plan.nodes[0], load_tasks("builtin")[0], [], 1, 1, [])
+    system, user = srv.requests[0]["messages"]
+    assert system["role"] == "system" and system["content"].startswith("You are web agent.")
+    assert user["content"].startswith("\nCurrent Task: " + ours)
+    assert (
+        "This is the expected criteria for your final answer: The navigation plan."
+        in (user["content"])
+    )
+    assert "stream" not in srv.requests[0] and srv.requests[0]["max_tokens"] == 192
+
+
+def test_refused_calls_are_recorded_in_the_models_order(tmp_path, fake_model_config):
+    good = {"json_string": '{"price": 95}', "query": "price"}
+    calls = [("no_such_tool", {"x": 1}), ("json_parser", good), ("python_repl", '{"code": "1+')]
+
+    def respond(payload):
+        return {"tool_calls": calls} if first_interact_turn(payload) else {"content": "done."}
+
+    with ScriptedChatServer(respond) as srv:
+        (trace,) = run(fake_model_config(srv.base_url, max_steps=1), tmp_path)
+    assert trace.status == "ok", trace.error_message
+    unknown, ok, bad_json = trace.tool_calls
+    assert [c.name for c in trace.tool_calls] == ["no_such_tool", "json_parser", "python_repl"]
+    assert not unknown.ok and "unknown tool 'no_such_tool'" in unknown.error
+    assert json.loads(unknown.arguments) == {"x": 1}
+    assert ok.ok and ok.output == "95" and json.loads(ok.arguments) == good
+    assert not bad_json.ok and "not valid JSON" in bad_json.error
+    assert bad_json.arguments == '{"code": "1+'  # unparseable arguments verbatim
+    # what the model read back: CrewAI's own refusals, our tool's result
+    follow_up = next(r for r in srv.requests if any(m["role"] == "tool" for m in r["messages"]))
+    said = [m["content"] for m in follow_up["messages"] if m["role"] == "tool"]
+    assert said[0] == "Tool not found"
+    assert said[1] == "95"
+    assert said[2].startswith("Error: Failed to parse tool arguments as JSON")
+
+
+def test_tools_are_offered_as_crewai_strict_functions(tmp_path, fake_model_config):
+    with ScriptedChatServer(lambda p: {"content": "CONTINUE"}) as srv:
+        run(fake_model_config(srv.base_url, max_steps=1), tmp_path)
+    (req,) = [r for r in srv.requests if "tools" in r]
+    offered = {t["function"]["name"]: t["function"] for t in req["tools"]}
+    for tool in get_tools(["python_repl", "sympy", "datetime", "json_parser"]):
+        fn = offered[tool.name]
+        assert fn["description"] == tool.description and fn["strict"] is True
+        params = fn["parameters"]
+        assert set(params["properties"]) == set(tool.parameters["properties"])
+        assert set(params["required"]) == set(tool.parameters["properties"])  # all required
+    assert offered["datetime"]["parameters"]["properties"]["timezone"]["anyOf"] == [
+        {"type": "string"}, {"type": "null"},
+    ]  # fmt: skip
+
+
+def test_arguments_reach_the_tool_untouched(tmp_path, fake_model_config):
+    # strict schemas invite nulls for optional parameters; they are recorded as sent and the
+    # tool treats null as "not given"
+    args = {"json_string": '{"a": 1}', "query": None}
+
+    def respond(payload):
+        return (
+            {"tool_calls": [("json_parser", args)]}
+            if first_interact_turn(payload)
+            else {"content": "done."}
+        )
+
+    with ScriptedChatServer(respond) as srv:
+        (trace,) = run(fake_model_config(srv.base_url, max_steps=1), tmp_path)
+    (call,) = trace.tool_calls
+    assert json.loads(call.arguments) == args
+    assert call.ok and call.output == '{\n  "a": 1\n}'
+
+
+def test_required_tool_choice_holds_for_the_first_turn(tmp_path, fake_model_config):
+    def respond(payload):
+        if first_interact_turn(payload):
+            return {"tool_calls": [("datetime", {})]}
+        return {"content": "done."}
+
+    with ScriptedChatServer(respond) as srv:
+        cfg = fake_model_config(srv.base_url, max_steps=1)
+        cfg["workflow"]["nodes"][2]["tool_choice"] = "required"
+        (trace,) = run(cfg, tmp_path)
+    assert trace.status == "ok", trace.error_message
+    choices = [r.get("tool_choice") for r in srv.requests if "tools" in r]
+    assert choices == ["required", "auto"]
+
+
+def test_a_timed_out_run_stops_its_crew(tmp_path, fake_model_config):
+    with ScriptedChatServer(lambda p: {"content": "slow", "sleep": 2}) as srv:
+        (trace,) = run(fake_model_config(srv.base_url, timeout_s=1), tmp_path)
+        time.sleep(2.5)
+        assert len(srv.requests) == 1  # the abandoned crew made no further call
+    assert trace.status == "timeout"
+    assert trace.node_outputs == []
+
+
+def test_an_unreachable_endpoint_is_classified_as_such(fake_model_config):
+    import asyncio
+
+    from mastif.frameworks import RunContext, RunRecorder, get_framework
+    from mastif.protocols.standard import InProcessTransport
+    from mastif.providers.local import free_port
+    from mastif.runner import classify_error
+
+    cfg = parse_config(fake_model_config("http://unused"))
+    ctx = RunContext(
+        run_id="r1",
+        task=load_tasks("builtin")[0],
+        plan=plan_workflow(cfg.workflow, cfg.generation, REPO),
+        generation=cfg.generation,
+        tools=InProcessTransport(get_tools(list(cfg.tools))),
+        recorder=RunRecorder(),
+        gateway_url=f"http://127.0.0.1:{free_port()}/r/r1",  # nobody listens there
+        model_name="fake-model",
+    )
+    with pytest.raises(Exception) as info:
+        asyncio.run(get_framework("crewai").run(ctx))
+    assert classify_error(info.value) == ("error", "provider_unreachable")

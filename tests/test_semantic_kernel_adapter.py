@@ -1,0 +1,129 @@
+"""What the Semantic Kernel adapter does beyond the shared workflow contract.
+
+Scripted model (tests.fakes.ScriptedChatServer) behind the real gateway, SK runtime and tools.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+from mastif.config import parse_config
+from mastif.runner import execute_stack
+from mastif.tasks import load_tasks
+from mastif.tools import get_tools
+from tests.fakes import ScriptedChatServer, last_user_text
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def sk_config(fake_model_config):
+    def make(base_url, **generation):
+        cfg = fake_model_config(base_url, **generation)
+        cfg["frameworks"] = ["semantic_kernel"]
+        return cfg
+
+    return make
+
+
+def run(cfg_dict, tmp_path):
+    cfg = parse_config(cfg_dict)
+    return execute_stack(
+        cfg, cfg.stacks()[0], load_tasks("builtin")[:1], tmp_path / "c.jsonl",
+        tmp_path / "s.log", REPO,
+    )  # fmt: skip
+
+
+def is_first_interact_turn(payload):
+    return (
+        "interaction round" in last_user_text(payload) and payload["messages"][-1]["role"] == "user"
+    )
+
+
+def test_tools_are_offered_as_specified_and_required_holds_for_the_first_turn(tmp_path, sk_config):
+    def respond(payload):
+        if "interaction round" in last_user_text(payload):
+            return {"tool_calls": [("datetime", {"timezone": "UTC"})]}
+        return {"content": "CONTINUE"}
+
+    with ScriptedChatServer(respond) as srv:
+        cfg = sk_config(srv.base_url, max_steps=1, max_tool_rounds=2)
+        cfg["workflow"]["nodes"][2]["tool_choice"] = "required"
+        (trace,) = run(cfg, tmp_path)
+    assert trace.status == "ok", trace.error_message
+    interact = [r for r in srv.requests if "interaction round" in last_user_text(r)]
+    assert len(interact) == 3  # two tool rounds, then one request without tools
+    # the gateway maps "required" to "auto" for llama.cpp only; this endpoint is not local
+    assert [r.get("tool_choice") for r in interact] == ["required", "auto", None]
+    assert "tools" not in interact[-1]
+    # same names, descriptions and JSON schemas as the tool registry: no plugin prefix,
+    # no schema rebuilt from parameter metadata
+    expected = [
+        {"type": "function",
+         "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+        for t in get_tools(["python_repl", "sympy", "datetime", "json_parser"])
+    ]  # fmt: skip
+    assert interact[0]["tools"] == expected
+    assert [(c.name, json.loads(c.arguments), c.ok) for c in trace.tool_calls] == [
+        ("datetime", {"timezone": "UTC"}, True),
+        ("datetime", {"timezone": "UTC"}, True),
+    ]
+
+
+def test_call_sk_refuses_is_recorded_and_the_tool_not_run(tmp_path, sk_config):
+    def respond(payload):
+        if is_first_interact_turn(payload):
+            # json_string is required: SK refuses the call before any function runs
+            return {"tool_calls": [("json_parser", {"query": "a"}), ("datetime", {})]}
+        return {"content": "done."}
+
+    with ScriptedChatServer(respond) as srv:
+        (trace,) = run(sk_config(srv.base_url, max_steps=1), tmp_path)
+    refused, ran = trace.tool_calls
+    assert (refused.name, json.loads(refused.arguments), refused.ok) == (
+        "json_parser", {"query": "a"}, False,
+    )  # fmt: skip
+    assert "refused by Semantic Kernel" in refused.error and "json_string" in refused.error
+    assert ran.name == "datetime" and ran.ok
+    follow_up = next(r for r in srv.requests if r["messages"][-1]["role"] == "tool")
+    tool_msgs = [m["content"] for m in follow_up["messages"] if m["role"] == "tool"]
+    assert "Missing required argument(s): ['json_string']" in tool_msgs[0]
+
+
+def test_legacy_function_call_beside_tool_calls_is_not_a_second_call(tmp_path, sk_config):
+    """llama-cpp-python's chatml-function-calling adds a (misnamed) legacy function_call."""
+
+    def respond(payload):
+        if is_first_interact_turn(payload):
+            body = {
+                "id": "chatcmpl-test", "object": "chat.completion", "created": 0,
+                "model": "fake",
+                "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                    "role": "assistant", "content": None,
+                    "tool_calls": [{"id": f"call_{uuid.uuid4().hex[:8]}", "type": "function",
+                                    "function": {"name": "datetime", "arguments": "{}"}}],
+                    "function_call": {"name": "python_repl:", "arguments": "{}"},
+                }}],
+                "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+            }  # fmt: skip
+            return {"raw": json.dumps(body)}
+        return {"content": "done."}
+
+    with ScriptedChatServer(respond) as srv:
+        (trace,) = run(sk_config(srv.base_url, max_steps=1), tmp_path)
+    assert [(c.name, c.ok) for c in trace.tool_calls] == [("datetime", True)]
+    follow_up = next(r for r in srv.requests if r["messages"][-1]["role"] == "tool")
+    (assistant,) = [m for m in follow_up["messages"] if m["role"] == "assistant"]
+    assert [tc["function"]["name"] for tc in assistant["tool_calls"]] == ["datetime"]
+
+
+def test_no_tool_rounds_means_no_tools_offered(tmp_path, sk_config):
+    with ScriptedChatServer(lambda p: {"content": "CONTINUE"}) as srv:
+        (trace,) = run(sk_config(srv.base_url, max_steps=1, max_tool_rounds=0), tmp_path)
+    assert trace.status == "ok", trace.error_message
+    assert all("tools" not in r for r in srv.requests)
+    assert len(srv.requests) == 4
