@@ -29,7 +29,8 @@ def fake_model_config(base_config: dict[str, Any]):  # type: ignore[no-untyped-d
             "base_url": base_url,
         }
         cfg["agent_models"] = ["fake"]
-        cfg["generation"].update(generation)
+        # the contract tests are written for the paper's loop sizes, not the laptop default
+        cfg["generation"].update({"max_steps": 3, "max_tool_rounds": 3, **generation})
         cfg["execution"] = {"concurrency": 1, "provider_retries": 1}
         return cfg
 

@@ -42,7 +42,7 @@ def first_interact_turn(payload):
 
 def test_crewai_wraps_the_node_prompt_in_its_own(tmp_path, fake_model_config):
     with ScriptedChatServer(lambda p: {"content": "TASK COMPLETE"}) as srv:
-        cfg = fake_model_config(srv.base_url, max_steps=1)
+        cfg = fake_model_config(srv.base_url, max_steps=1, max_tokens=77)
         (trace,) = run(cfg, tmp_path)
     assert trace.status == "ok", trace.error_message
     plan = plan_workflow(parse_config(cfg).workflow, parse_config(cfg).generation, REPO)
@@ -54,7 +54,7 @@ def test_crewai_wraps_the_node_prompt_in_its_own(tmp_path, fake_model_config):
         "This is the expected criteria for your final answer: The navigation plan."
         in (user["content"])
     )
-    assert "stream" not in srv.requests[0] and srv.requests[0]["max_tokens"] == 192
+    assert "stream" not in srv.requests[0] and srv.requests[0]["max_tokens"] == 77
 
 
 def test_refused_calls_are_recorded_in_the_models_order(tmp_path, fake_model_config):
