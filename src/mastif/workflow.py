@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,3 +105,26 @@ def render_prompt(
         history=format_history(outputs),
         tools=", ".join(tool_names) if tool_names else "none",
     )
+
+
+async def drive_workflow(
+    plan: WorkflowPlan, visit: Callable[[PlannedNode, int], Awaitable[str]]
+) -> None:
+    """Run the plan in order for adapters that chain nodes in plain Python.
+
+    ``visit(node, step)`` runs one node and returns its text. The nodes before the loop run
+    once, then the loop nodes in order for up to ``max_steps`` rounds — a ``stop_when`` match
+    ends the loop at once — then the nodes after the loop. (LangGraph expresses the same rules
+    as conditional edges.)
+    """
+    for node in plan.before:
+        await visit(node, 1)
+    for step in range(1, plan.max_steps + 1 if plan.loop else 1):
+        for node in plan.loop:
+            if node.stops_loop(await visit(node, step)):
+                break
+        else:
+            continue
+        break
+    for node in plan.after:
+        await visit(node, 1)

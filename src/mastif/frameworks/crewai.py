@@ -107,7 +107,7 @@ from pydantic import PrivateAttr  # noqa: E402
 
 from mastif.frameworks.base import RunContext  # noqa: E402
 from mastif.tools import ToolResult  # noqa: E402
-from mastif.workflow import PlannedNode, render_prompt  # noqa: E402
+from mastif.workflow import PlannedNode, drive_workflow, render_prompt  # noqa: E402
 
 
 class _NoApproximateCountWarning(logging.Filter):
@@ -400,18 +400,7 @@ class CrewAIAdapter:
             return text
 
         try:
-            for node in plan.before:
-                await execute(node, 1)
-            for step in range(1, plan.max_steps + 1) if plan.loop else ():
-                stopped = False
-                for node in plan.loop:
-                    if node.stops_loop(await execute(node, step)):
-                        stopped = True  # stop_when matched: leave the loop at once
-                        break
-                if stopped:
-                    break
-            for node in plan.after:
-                await execute(node, 1)
+            await drive_workflow(plan, execute)
         finally:
             bridge.cancel()  # a cancelled run must not go on in its worker thread
             worker.shutdown(wait=False, cancel_futures=True)

@@ -57,7 +57,7 @@ from mastif.frameworks.langgraph import (
     record_refused_calls,
 )
 from mastif.trace import NodeOutput
-from mastif.workflow import PlannedNode, render_prompt
+from mastif.workflow import PlannedNode, drive_workflow, render_prompt
 
 
 def _last_ai(messages: list[Any]) -> AIMessage | None:
@@ -145,17 +145,5 @@ class LangChainAdapter:
             outputs.append(ctx.recorder.node_output(node.name, step, node.spec.output_key, text))
             return text
 
-        for node in plan.before:
-            await visit(node, 1)
-        stopped = False
-        for step in range(1, plan.max_steps + 1):
-            for node in plan.loop:
-                # a stop_when match ends the loop at once; a full round ends it after max_steps
-                if node.stops_loop(await visit(node, step)):
-                    stopped = True
-                    break
-            if stopped:
-                break
-        for node in plan.after:
-            await visit(node, 1)
+        await drive_workflow(plan, visit)
         return outputs[-1].text if outputs else ""

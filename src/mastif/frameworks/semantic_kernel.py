@@ -69,7 +69,7 @@ from semantic_kernel.functions.kernel_plugin import KernelPlugin
 
 from mastif.frameworks.base import RunContext
 from mastif.trace import NodeOutput
-from mastif.workflow import PlannedNode, render_prompt
+from mastif.workflow import PlannedNode, drive_workflow, render_prompt
 
 #: plugin holding the tools; the model never sees it (tools are offered by bare name)
 PLUGIN_NAME = "mastif_tools"
@@ -303,19 +303,7 @@ class SemanticKernelAdapter:
                 )
                 return text
 
-            for node in plan.before:
-                await visit(node, 1)
-            if plan.loop:
-                stopped = False
-                for step in range(1, plan.max_steps + 1):
-                    for node in plan.loop:
-                        if node.stops_loop(await visit(node, step)):
-                            stopped = True  # a stop_when match ends the loop at once
-                            break
-                    if stopped:
-                        break
-            for node in plan.after:
-                await visit(node, 1)
+            await drive_workflow(plan, visit)
         return outputs[-1].text if outputs else ""
 
     async def run_node(
