@@ -229,6 +229,19 @@ def execute_stack(
     return [done[ids[t.task_id]] for t in tasks]
 
 
+def setup_model_job(log_path: str | Path) -> None:
+    """What every job that talks to a model needs first: a clean SIGTERM exit and a log file.
+
+    HTTP client loggers are quietened: one INFO line per request would drown the run log.
+    """
+    exit_cleanly_on_sigterm()
+    logging.basicConfig(
+        filename=str(log_path), level=logging.INFO, format="%(asctime)s %(name)s %(message)s"
+    )
+    for noisy in ("httpx", "httpx2"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
 def exit_cleanly_on_sigterm() -> None:
     """Turn SIGTERM (a cancelled Snakemake job) into SystemExit so servers are stopped."""
 

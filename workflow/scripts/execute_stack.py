@@ -1,22 +1,16 @@
 """Bridge: run one stack over the sampled tasks (see mastif.runner.execute_stack)."""
 
-import logging
 from pathlib import Path
 
 import polars as pl
 import pyarrow.parquet as pq
 
 from mastif.config import Stack, parse_config
-from mastif.runner import execute_stack, exit_cleanly_on_sigterm
+from mastif.runner import execute_stack, setup_model_job
 from mastif.tasks import tasks_from_frame
 from mastif.trace import runs_to_table
 
-exit_cleanly_on_sigterm()
-logging.basicConfig(
-    filename=snakemake.log.run, level=logging.INFO, format="%(asctime)s %(name)s %(message)s"
-)
-for noisy in ("httpx", "httpx2"):
-    logging.getLogger(noisy).setLevel(logging.WARNING)
+setup_model_job(snakemake.log.run)
 
 config = parse_config(snakemake.config, base_dir=Path.cwd())
 w = snakemake.wildcards

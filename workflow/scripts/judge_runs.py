@@ -1,6 +1,5 @@
 """Bridge: judge every run of one stack (see mastif.judge)."""
 
-import logging
 from pathlib import Path
 
 import polars as pl
@@ -8,14 +7,9 @@ import polars as pl
 from mastif.config import parse_config
 from mastif.judge import JudgeSettings, judge_runs
 from mastif.providers import Gateway, open_endpoint
-from mastif.runner import exit_cleanly_on_sigterm
+from mastif.runner import setup_model_job
 
-exit_cleanly_on_sigterm()
-logging.basicConfig(
-    filename=snakemake.log.run, level=logging.INFO, format="%(asctime)s %(name)s %(message)s"
-)
-for noisy in ("httpx", "httpx2"):
-    logging.getLogger(noisy).setLevel(logging.WARNING)
+setup_model_job(snakemake.log.run)
 
 config = parse_config(snakemake.config, base_dir=Path.cwd())
 p = snakemake.params
