@@ -26,7 +26,18 @@ SCHEMA_PATH = REPO_ROOT / "config" / "schema" / "config.schema.yaml"
 
 #: Placeholders a node prompt may use; anything else is a config error.
 PROMPT_FIELDS = frozenset(
-    {"task", "website", "domain", "subdomain", "step", "max_steps", "history", "tools"}
+    {
+        "task",
+        "website",
+        "domain",
+        "subdomain",
+        "step",
+        "max_steps",
+        "history",
+        "tools",
+        "subtask",
+        "max_subtasks",
+    }
 )
 
 
@@ -102,7 +113,13 @@ class NodeSpec(_Frozen):
 
 
 class WorkflowSpec(_Frozen):
+    shape: Literal["linear", "hierarchical"]
+    max_subtasks: int
     nodes: tuple[NodeSpec, ...]
+
+
+class ProtocolOptions(_Frozen):
+    prompt_format: bool
 
 
 class ExecutionSpec(_Frozen):
@@ -116,6 +133,7 @@ class ExperimentConfig(_Frozen):
     agent_models: tuple[str, ...]
     judge: JudgeSpec
     protocols: tuple[str, ...]
+    protocol_options: dict[str, ProtocolOptions]
     frameworks: tuple[str, ...]
     tasks: TaskSpec
     generation: GenerationSpec
@@ -124,6 +142,11 @@ class ExperimentConfig(_Frozen):
     values: ValuesSpec
     stats: StatsSpec
     execution: ExecutionSpec
+
+    def prompt_format_for(self, protocol: str) -> str | None:
+        """The protocol whose message format wraps prompts in this stack, if the flag is on."""
+        opts = self.protocol_options.get(protocol)
+        return protocol if opts is not None and opts.prompt_format else None
 
     def stacks(self) -> list[Stack]:
         """The full factorial grid, in a stable order."""
@@ -213,6 +236,14 @@ def _check_references(data: dict[str, Any], base_dir: Path) -> None:
             raise ConfigError(f"models.{mid}.base_url: required for provider openai_compatible")
     if data["tasks"]["source"] == "jsonl" and not data["tasks"]["path"]:
         raise ConfigError("tasks.path: required when tasks.source is jsonl")
+    workflow = data["workflow"]
+    if workflow["shape"] == "hierarchical":
+        nodes = workflow["nodes"]
+        if len(nodes) != 3 or any(n["loop"] for n in nodes):
+            raise ConfigError(
+                "workflow.nodes: the hierarchical shape needs exactly three nodes without loop "
+                f"(decomposer, worker, synthesiser); got {[n['name'] for n in nodes]}"
+            )
     seen_names: set[str] = set()
     for i, node in enumerate(data["workflow"]["nodes"]):
         key = f"workflow.nodes.{i}"

@@ -15,24 +15,29 @@ import hashlib
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import time
 from collections.abc import Iterable
+from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
 
 from mastif.config import ExperimentConfig, Stack
 from mastif.frameworks import RunContext, RunRecorder, get_framework
-from mastif.protocols import open_protocol
+from mastif.orchestration import a2a_agent_nodes, run_workflow
+from mastif.protocols import StackProtocol, open_protocol
+from mastif.protocols.a2a import A2AOrchestratorClient, A2ATaskFailed, AgentSpec
 from mastif.providers import Gateway, open_endpoint
 from mastif.tasks import Task
 from mastif.tools import get_tools
 from mastif.trace import RunTrace
-from mastif.workflow import WorkflowPlan, plan_workflow
+from mastif.workflow import PlannedNode, WorkflowPlan, plan_workflow
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +51,8 @@ def run_fingerprint(config: ExperimentConfig, stack: Stack, plan: WorkflowPlan) 
         "tools": list(config.tools),
         "prompts": plan.prompt_hashes(),
         "workflow": [n.spec.model_dump() for n in plan.nodes],
+        "shape": [plan.shape, plan.max_subtasks],
+        "prompt_format": plan.prompt_format,
         "model": model.model_dump(),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
@@ -68,7 +75,27 @@ def classify_error(exc: BaseException) -> tuple[str, str]:
         return "error", "provider_unreachable"
     if type(exc).__name__ == "GraphRecursionError":
         return "error", "workflow_error"
+    if isinstance(exc, A2ATaskFailed):
+        # the agent classified its failure where it happened (see DelegatedWorkFailed)
+        found = re.search(r"\[(error|timeout)/(\w+)\]", str(exc))
+        return (found.group(1), found.group(2)) if found else ("error", "agent_error")
     return "error", "framework_error"
+
+
+class DelegatedWorkFailed(RuntimeError):
+    """An A2A agent's work failed; the message carries the classification for the orchestrator."""
+
+
+def agent_spec(node: PlannedNode) -> AgentSpec:
+    """The A2A agent that carries out a workflow node."""
+    what = node.spec.output_key.replace("_", " ")
+    return AgentSpec(
+        name=node.name,
+        description=f"Carries out the {node.name} step of a web task and reports its {what}.",
+        skill_id=node.name,
+        skill_name=node.name.replace("_", " "),
+        skill_description=f"Given the node prompt of a web task, returns the {what}.",
+    )
 
 
 class Checkpoint:
@@ -111,7 +138,8 @@ async def _run_task(
     run_id: str,
     plan: WorkflowPlan,
     gateway: Gateway,
-    transport: object,
+    protocol: StackProtocol,
+    runs: dict[str, RunContext],
 ) -> RunTrace:
     framework = get_framework(stack.framework)
     recorder = RunRecorder()
@@ -121,23 +149,41 @@ async def _run_task(
         task=task,
         plan=plan,
         generation=gen,
-        tools=transport,  # type: ignore[arg-type]
+        tools=protocol.transport,
         recorder=recorder,
         gateway_url=gateway.base_url_for(run_id, "x").rsplit("/x/v1", 1)[0],
         model_name=gateway.endpoint.model,
+        protocol=protocol.name,
+        mcp_url=protocol.mcp_url(run_id),
     )
     started_at = datetime.now(UTC)
     gateway.begin_run(run_id)
+    protocol.attach(run_id, ctx)
+    runs[run_id] = ctx
     t0 = time.perf_counter()
     status, error_class, error_message, final = "ok", None, None, ""
     try:
-        final = await asyncio.wait_for(framework.run(ctx), timeout=gen.timeout_s)
+        async with AsyncExitStack() as stack_:
+            over_a2a = None
+            if protocol.agents is not None:
+                client = A2AOrchestratorClient(protocol.agents, run_id)
+                stack_.push_async_callback(client.aclose)
+
+                async def over_a2a(node: PlannedNode, step: int, prompt: str) -> str:
+                    return await client.send(node.name, prompt, {"node": node.name, "step": step})
+
+            work = run_workflow(ctx, framework, over_a2a)
+            final = await asyncio.wait_for(work, timeout=gen.timeout_s)
     except Exception as exc:  # noqa: BLE001 - every failure becomes a row
         status, error_class = classify_error(exc)
         error_message = f"{type(exc).__name__}: {exc}"[:2000]
         if status == "timeout":
             error_message = f"run exceeded timeout_s={gen.timeout_s}"
+    finally:
+        runs.pop(run_id, None)
+        await ctx.cancel_delegated()  # agents' work for a run that ended must not go on
     wall = time.perf_counter() - t0
+    cost = protocol.detach(run_id)
     calls = gateway.end_run(run_id)
     spec = config.models[stack.model]
     return RunTrace(
@@ -172,6 +218,14 @@ async def _run_task(
         generation_seed=gen.seed,
         sampling_seed=config.tasks.seed,
         prompt_hashes=json.dumps(plan.prompt_hashes(), sort_keys=True),
+        workflow_shape=plan.shape,
+        prompt_format=plan.prompt_format is not None,
+        protocol_requests=cost.requests,
+        protocol_messages=cost.messages,
+        protocol_calls=cost.calls,
+        protocol_bytes_sent=cost.bytes_sent,
+        protocol_bytes_received=cost.bytes_received,
+        protocol_seconds=cost.seconds,
     )
 
 
@@ -186,11 +240,32 @@ async def _run_all(
     tools = get_tools(list(config.tools))
     semaphore = asyncio.Semaphore(config.execution.concurrency)
     results: list[RunTrace] = []
-    with open_protocol(stack.protocol, tools) as transport:
+    framework = get_framework(stack.framework)
+    runs: dict[str, RunContext] = {}  # runs in progress, for the A2A agents
+
+    async def agent_work(agent: str, run_id: str, text: str, data: dict[str, Any]) -> str:
+        """What an A2A node agent does with a message: its framework runs the node."""
+        ctx = runs.get(run_id)
+        if ctx is None:
+            raise LookupError(f"no run {run_id!r} in progress")
+        node = next(n for n in plan.nodes if n.name == data["node"])
+        try:
+            return await ctx.delegated(framework.run_node(ctx, node, int(data["step"]), text))
+        except Exception as exc:
+            # the orchestrator only sees the failed task's message: classify it here
+            status, error_class = classify_error(exc)
+            raise DelegatedWorkFailed(
+                f"[{status}/{error_class}] {type(exc).__name__}: {exc}"
+            ) from exc
+
+    agents = [agent_spec(n) for n in a2a_agent_nodes(plan.nodes, plan.shape)]
+    async with open_protocol(stack.protocol, tools, agents, agent_work) as protocol:
 
         async def one(task: Task, run_id: str) -> None:
             async with semaphore:
-                trace = await _run_task(config, stack, task, run_id, plan, gateway, transport)
+                trace = await _run_task(
+                    config, stack, task, run_id, plan, gateway, protocol, runs
+                )
             checkpoint.append(trace)
             results.append(trace)
             log.info(
@@ -213,7 +288,9 @@ def execute_stack(
 ) -> list[RunTrace]:
     """Run ``stack`` on every task; return one trace per task in task order."""
     tasks = list(tasks)
-    plan = plan_workflow(config.workflow, config.generation, base_dir)
+    plan = plan_workflow(
+        config.workflow, config.generation, base_dir, config.prompt_format_for(stack.protocol)
+    )
     fingerprint = run_fingerprint(config, stack, plan)
     ids = {t.task_id: make_run_id(stack, t.task_id, fingerprint) for t in tasks}
     checkpoint = Checkpoint(checkpoint_path)

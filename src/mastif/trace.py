@@ -82,6 +82,15 @@ class RunTrace:
     generation_seed: int = 0
     sampling_seed: int = 0
     prompt_hashes: str = "{}"  # JSON: node name -> sha256 of its prompt file
+    workflow_shape: str = "linear"
+    prompt_format: bool = False  # node prompts wrapped in the protocol's message format
+    # what the protocol cost this run, measured by its servers (all zero for "standard")
+    protocol_requests: int = 0  # HTTP requests to the protocol's servers
+    protocol_messages: int = 0  # protocol (JSON-RPC) messages, both directions
+    protocol_calls: int = 0  # MCP tools/call served, or A2A messages handled by agents
+    protocol_bytes_sent: int = 0  # request bodies, client -> server
+    protocol_bytes_received: int = 0  # response bodies, server -> client
+    protocol_seconds: float = 0.0  # server time in protocol handling, without the work itself
 
     def to_row(self) -> dict[str, Any]:
         return asdict(self)
@@ -167,6 +176,14 @@ RUN_SCHEMA = pa.schema(
         ("generation_seed", pa.int64()),
         ("sampling_seed", pa.int64()),
         ("prompt_hashes", pa.string()),
+        ("workflow_shape", pa.string()),
+        ("prompt_format", pa.bool_()),
+        ("protocol_requests", pa.int64()),
+        ("protocol_messages", pa.int64()),
+        ("protocol_calls", pa.int64()),
+        ("protocol_bytes_sent", pa.int64()),
+        ("protocol_bytes_received", pa.int64()),
+        ("protocol_seconds", pa.float64()),
     ]
 )
 

@@ -46,6 +46,10 @@ class WorkflowPlan:
     loop: tuple[PlannedNode, ...]
     after: tuple[PlannedNode, ...]
     max_steps: int
+    shape: str = "linear"  # or "hierarchical": decomposer, worker, synthesiser
+    max_subtasks: int = 3
+    #: a protocol whose message format wraps every prompt (the seed paper's condition)
+    prompt_format: str | None = None
 
     @property
     def nodes(self) -> tuple[PlannedNode, ...]:
@@ -56,21 +60,32 @@ class WorkflowPlan:
 
 
 def plan_workflow(
-    workflow: WorkflowSpec, generation: GenerationSpec, base_dir: Path | None = None
+    workflow: WorkflowSpec,
+    generation: GenerationSpec,
+    base_dir: Path | None = None,
+    prompt_format: str | None = None,
 ) -> WorkflowPlan:
     nodes = []
     for spec in workflow.nodes:
         raw = resolve_path(spec.prompt, base_dir).read_bytes()
         nodes.append(PlannedNode(spec, raw.decode("utf-8"), hashlib.sha256(raw).hexdigest()))
+    shape = {"shape": workflow.shape, "max_subtasks": workflow.max_subtasks,
+             "prompt_format": prompt_format}  # fmt: skip
     loop_idx = [i for i, n in enumerate(nodes) if n.spec.loop]
+    if workflow.shape == "hierarchical":
+        if len(nodes) != 3 or loop_idx:
+            raise ValueError(
+                "workflow.nodes: the hierarchical shape needs exactly three nodes without "
+                "loop (decomposer, worker, synthesiser)"
+            )
     if not loop_idx:
-        return WorkflowPlan(tuple(nodes), (), (), generation.max_steps)
+        return WorkflowPlan(tuple(nodes), (), (), generation.max_steps, **shape)
     first, last = loop_idx[0], loop_idx[-1]
     if loop_idx != list(range(first, last + 1)):
         raise ValueError("workflow.nodes: loop nodes must be consecutive (one loop per workflow)")
     return WorkflowPlan(
         tuple(nodes[:first]), tuple(nodes[first : last + 1]), tuple(nodes[last + 1 :]),
-        generation.max_steps,
+        generation.max_steps, **shape,
     )  # fmt: skip
 
 
@@ -93,9 +108,17 @@ def render_prompt(
     step: int,
     max_steps: int,
     tool_names: list[str],
+    subtask: str | None = None,
+    prompt_format: str | None = None,
+    max_subtasks: int = 3,
 ) -> str:
-    """Fill a node's template; placeholders were checked against PROMPT_FIELDS at load."""
-    return node.template.format(
+    """Fill a node's template; placeholders were checked against PROMPT_FIELDS at load.
+
+    ``subtask`` is the part of the task a hierarchical worker was given (the task itself
+    elsewhere). With ``prompt_format`` the prompt is wrapped in that protocol's message
+    format (see :mod:`mastif.protocols.envelope`).
+    """
+    text = node.template.format(
         task=task.confirmed_task,
         website=task.website,
         domain=task.domain,
@@ -104,7 +127,14 @@ def render_prompt(
         max_steps=max_steps,
         history=format_history(outputs),
         tools=", ".join(tool_names) if tool_names else "none",
+        subtask=subtask if subtask is not None else task.confirmed_task,
+        max_subtasks=max_subtasks,
     )
+    if prompt_format:
+        from mastif.protocols.envelope import wrap_prompt
+
+        text = wrap_prompt(prompt_format, text, node.name, step)
+    return text
 
 
 async def drive_workflow(

@@ -9,8 +9,10 @@ latency are not its business: the gateway records them.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -19,7 +21,7 @@ from mastif.protocols import ToolTransport
 from mastif.tasks import Task
 from mastif.tools import ToolResult
 from mastif.trace import NodeOutput, ToolCall
-from mastif.workflow import WorkflowPlan
+from mastif.workflow import PlannedNode, WorkflowPlan
 
 
 @dataclass
@@ -61,10 +63,46 @@ class RunContext:
     recorder: RunRecorder
     gateway_url: str  # http://127.0.0.1:PORT/r/{run_id}
     model_name: str
+    protocol: str = "standard"
+    #: under ``mcp``: the MCP server's URL for this run; frameworks connect their MCP clients
+    mcp_url: str | None = None
     started: float = field(default_factory=time.perf_counter)
+    #: the node visit in progress (sequential within a run); tool calls served elsewhere
+    #: (the MCP server) are attributed to it
+    node: str = ""
+    step: int = 0
+    _delegated: set[asyncio.Future[str]] = field(default_factory=set, repr=False)
 
     def llm_base_url(self, node: str) -> str:
         return f"{self.gateway_url}/{node}/v1"
+
+    async def delegated(self, work: Awaitable[str]) -> str:
+        """Run work an agent does for this run (A2A), cancellable by :meth:`cancel_delegated`."""
+        task = asyncio.ensure_future(work)
+        self._delegated.add(task)
+        try:
+            return await task
+        finally:
+            self._delegated.discard(task)
+
+    async def cancel_delegated(self) -> None:
+        """Stop agents' work still going on for this run (it ended, e.g. on timeout)."""
+        pending = [t for t in self._delegated if not t.done()]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    def at(self, node: str, step: int) -> None:
+        """Mark the node visit now in progress (adapters call this as a visit starts)."""
+        self.node, self.step = node, step
+
+    @property
+    def tools_over_mcp(self) -> bool:
+        return self.mcp_url is not None
+
+    def record_served_tool_call(self, name: str, arguments: Any, result: ToolResult) -> None:
+        """A call the protocol's tool server ran for this run (server-side record)."""
+        self.recorder.tool_call(self.node, self.step, name, arguments, result)
 
     async def call_tool(self, node: str, step: int, name: str, arguments: Any) -> ToolResult:
         """Call a tool through the protocol and record the call, whatever its outcome.
@@ -94,5 +132,13 @@ class FrameworkAdapter(Protocol):
     name: str
 
     async def run(self, ctx: RunContext) -> str:
-        """Run the workflow for ``ctx.task``; return the final answer."""
+        """Run the workflow for ``ctx.task`` with the framework's own orchestration; return
+        the final answer."""
+        ...
+
+    async def run_node(self, ctx: RunContext, node: PlannedNode, step: int, prompt: str) -> str:
+        """One visit of ``node`` with a prompt an orchestrator rendered; return its text.
+
+        The orchestrator records the node output; tool calls are recorded as in ``run``.
+        """
         ...

@@ -92,7 +92,9 @@ import contextvars  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import threading  # noqa: E402
+from collections.abc import AsyncIterator, Awaitable, Callable  # noqa: E402
 from concurrent.futures import ThreadPoolExecutor  # noqa: E402
+from contextlib import asynccontextmanager  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -100,7 +102,11 @@ import openai  # noqa: E402
 from crewai import Agent, Crew, Process, Task  # noqa: E402
 from crewai.agents.agent_executor import AgentExecutor  # noqa: E402
 from crewai.llms.providers.openai.completion import OpenAICompletion  # noqa: E402
+from crewai.mcp.client import MCPClient  # noqa: E402
+from crewai.mcp.tool_resolver import MCPToolResolver  # noqa: E402
+from crewai.mcp.transports.http import HTTPTransport  # noqa: E402
 from crewai.tools import BaseTool  # noqa: E402
+from crewai.tools.mcp_native_tool import MCPNativeTool  # noqa: E402
 from crewai.tools.tool_failure import ToolFailure, ToolFailureReason  # noqa: E402
 from crewai.utilities.pydantic_schema_utils import create_model_from_schema  # noqa: E402
 from pydantic import PrivateAttr  # noqa: E402
@@ -142,7 +148,6 @@ class _Bridge:
     loop: asyncio.AbstractEventLoop
     cancelled: threading.Event = field(default_factory=threading.Event)
     llms: list[OpenAICompletion] = field(default_factory=list)  # clients of the open crew
-    local: threading.local = field(default_factory=threading.local)
 
     def check(self) -> None:
         if self.cancelled.is_set():
@@ -165,7 +170,6 @@ class _Bridge:
     def call_tool(self, visit: _Visit, name: str, arguments: Any) -> ToolResult:
         """``ctx.call_tool`` on the run's event loop, from a CrewAI thread."""
         self.check()
-        self.local.reached_tool = True
         coro = self.ctx.call_tool(visit.node.name, visit.step, name, arguments)
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
@@ -311,9 +315,10 @@ class MastifAgentExecutor(AgentExecutor):
         if bridge is None or visit is None:
             return super()._execute_single_native_tool_call(tool_call)
         bridge.check()
-        bridge.local.reached_tool = False
+        before = len(bridge.ctx.recorder.tool_calls)
         outcome = super()._execute_single_native_tool_call(tool_call)
-        if bridge.local.reached_tool or bridge.cancelled.is_set():
+        # a call that reached a tool was recorded (by ctx.call_tool, or by the MCP server)
+        if len(bridge.ctx.recorder.tool_calls) > before or bridge.cancelled.is_set():
             return outcome
         # CrewAI answered this call itself and no tool ran: a failed call
         name, arguments = raw_tool_call(tool_call)
@@ -333,6 +338,72 @@ class MastifAgentExecutor(AgentExecutor):
 # -- the adapter ----------------------------------------------------------------------------------
 
 
+class SameTaskHTTPTransport(HTTPTransport):
+    """CrewAI's streamable-HTTP MCP transport, entering the MCP SDK's client in the calling task.
+
+    CrewAI 1.15 enters ``streamablehttp_client`` through ``asyncio.wait_for``, which on
+    Python 3.11 runs it in a task of its own; the anyio cancel scope inside is then exited
+    from another task at disconnect, and every MCP tool call fails after its result came
+    back ("Error during MCP client disconnect: no running event loop"). Python 3.12's
+    ``wait_for`` no longer makes a task; here ``asyncio.timeout`` does the same on 3.11.
+    """
+
+    async def connect(self) -> SameTaskHTTPTransport:
+        if self._connected:
+            return self
+        from mcp.client.streamable_http import streamablehttp_client
+
+        self._transport_context = streamablehttp_client(
+            self.url, headers=self.headers or None, terminate_on_close=True
+        )
+        try:
+            async with asyncio.timeout(30):
+                read, write, _ = await self._transport_context.__aenter__()
+        except BaseException as exc:
+            await self._close_transport_context(exc)
+            raise
+        self._set_streams(read=read, write=write)
+        return self
+
+
+def mcp_tools(url: str) -> list[BaseTool]:
+    """The MCP server's tools through CrewAI's own MCP client (call in the crew's thread).
+
+    What ``Agent(mcps=[MCPServerHTTP(url)])`` does, with two differences: the transport is
+    :class:`SameTaskHTTPTransport`, and the tools keep the server's names (CrewAI would
+    prefix them with the server URL -- here loopback address, port and run id), so the
+    model is offered the same tool names under every framework and protocol. As in
+    CrewAI: ``tools/list`` once, then ``MCPNativeTool`` s that open a fresh MCP client for
+    every call; an ``isError`` result is a ``ToolFailure``.
+    """
+
+    def client() -> MCPClient:
+        return MCPClient(transport=SameTaskHTTPTransport(url=url))
+
+    async def discover() -> list[dict[str, Any]]:
+        discovery = client()
+        await discovery.connect()
+        try:
+            return await discovery.list_tools()
+        finally:
+            await discovery.disconnect()
+
+    tools: list[BaseTool] = []
+    for spec in asyncio.run(discover()):
+        name = spec["name"]
+        args_schema = MCPToolResolver._json_schema_to_pydantic(name, spec["inputSchema"])
+        tool = MCPNativeTool(
+            client_factory=client,
+            tool_name=name,
+            tool_schema={"description": spec.get("description", ""), "args_schema": args_schema},
+            server_name="mastif",
+            original_tool_name=name,
+        )
+        tool.name = name
+        tools.append(tool)
+    return tools
+
+
 def build_crew(ctx: RunContext, visit: _Visit, bridge: _Bridge, prompt: str) -> Crew:
     node = visit.node
     use_tools = node.spec.use_tools and bool(ctx.tools.tool_specs())
@@ -342,13 +413,15 @@ def build_crew(ctx: RunContext, visit: _Visit, bridge: _Bridge, prompt: str) -> 
         goal=f"Write the {what} for the current task.",
         backstory=f"You carry out the {node.name} step of a web task.",
         llm=gateway_llm(ctx, visit, bridge),
-        tools=crewai_tools(ctx, visit, bridge) if use_tools else [],
+        tools=crewai_tools(ctx, visit, bridge) if use_tools and ctx.mcp_url is None else [],
         max_iter=ctx.generation.max_tool_rounds + 1,
         max_retry_limit=0,
         allow_delegation=False,
         verbose=False,
         executor_class=MastifAgentExecutor,
     )
+    if use_tools and ctx.mcp_url is not None:
+        agent.tools = mcp_tools(ctx.mcp_url)
     task = Task(description=prompt, expected_output=f"The {what}.", agent=agent)
     return Crew(
         agents=[agent],
@@ -361,10 +434,12 @@ def build_crew(ctx: RunContext, visit: _Visit, bridge: _Bridge, prompt: str) -> 
     )
 
 
-def kickoff(crew: Crew, bridge: _Bridge) -> str:
-    """Run one crew (in the worker thread); its raw output is the node output."""
+def kickoff(ctx: RunContext, visit: _Visit, bridge: _Bridge, prompt: str) -> str:
+    """Build and run one crew (in the worker thread: MCP discovery blocks); its raw output
+    is the node output."""
     try:
         bridge.check()
+        crew = build_crew(ctx, visit, bridge, prompt)
         return crew.kickoff().raw  # no inputs: the prompt is not a template for CrewAI
     except ConnectionError as exc:
         # CrewAI turns the OpenAI client's connection errors (timeouts included) into a
@@ -379,30 +454,45 @@ def kickoff(crew: Crew, bridge: _Bridge) -> str:
 class CrewAIAdapter:
     name = "crewai"
 
-    async def run(self, ctx: RunContext) -> str:
-        plan = ctx.plan
+    @asynccontextmanager
+    async def _session(self, ctx: RunContext) -> AsyncIterator[Callable[..., Awaitable[str]]]:
+        """A worker thread for the run's crews; yields ``crew(node, step, prompt) -> text``."""
         loop = asyncio.get_running_loop()
         bridge = _Bridge(ctx, loop)
         worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"crewai-{ctx.run_id[:8]}")
-        tool_names = ctx.tool_names()
 
-        async def execute(node: PlannedNode, step: int) -> str:
-            use_tools = node.spec.use_tools and bool(tool_names)
-            prompt = render_prompt(
-                node, ctx.task, ctx.recorder.node_outputs, step, plan.max_steps,
-                tool_names if use_tools else [],
-            )  # fmt: skip
+        async def crew(node: PlannedNode, step: int, prompt: str) -> str:
+            ctx.at(node.name, step)
             visit = _Visit(node, step, ctx.generation.max_tool_rounds)
-            crew = build_crew(ctx, visit, bridge, prompt)
             run_crew = contextvars.copy_context().run
-            text = await loop.run_in_executor(worker, run_crew, kickoff, crew, bridge)
-            ctx.recorder.node_output(node.name, step, node.spec.output_key, text)
-            return text
+            return await loop.run_in_executor(worker, run_crew, kickoff, ctx, visit, bridge, prompt)
 
         try:
-            await drive_workflow(plan, execute)
+            yield crew
         finally:
             bridge.cancel()  # a cancelled run must not go on in its worker thread
             worker.shutdown(wait=False, cancel_futures=True)
+
+    async def run(self, ctx: RunContext) -> str:
+        plan = ctx.plan
+        tool_names = ctx.tool_names()
+        async with self._session(ctx) as crew:
+
+            async def execute(node: PlannedNode, step: int) -> str:
+                use_tools = node.spec.use_tools and bool(tool_names)
+                prompt = render_prompt(
+                    node, ctx.task, ctx.recorder.node_outputs, step, plan.max_steps,
+                    tool_names if use_tools else [], prompt_format=plan.prompt_format,
+                )  # fmt: skip
+                text = await crew(node, step, prompt)
+                ctx.recorder.node_output(node.name, step, node.spec.output_key, text)
+                return text
+
+            await drive_workflow(plan, execute)
         outputs = ctx.recorder.node_outputs
         return outputs[-1].text if outputs else ""
+
+    async def run_node(self, ctx: RunContext, node: PlannedNode, step: int, prompt: str) -> str:
+        """One visit of ``node`` with the given prompt (for orchestrators): one crew."""
+        async with self._session(ctx) as crew:
+            return await crew(node, step, prompt)

@@ -46,13 +46,13 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.messages import AIMessage, HumanMessage
-from langchain_core.tools import StructuredTool
+from langchain_core.tools import BaseTool
 from langgraph.types import Command
 
 from mastif.frameworks.base import RunContext
 from mastif.frameworks.langgraph import (
     chat_model,
-    langchain_tools,
+    load_tools,
     message_text,
     record_refused_calls,
 )
@@ -67,11 +67,10 @@ def _last_ai(messages: list[Any]) -> AIMessage | None:
 class NodeTurns(AgentMiddleware):
     """The node's tool-round policy and refusal bookkeeping, as a ``wrap_model_call`` hook."""
 
-    def __init__(self, ctx: RunContext, node: PlannedNode, position: dict[str, Any]) -> None:
+    def __init__(self, ctx: RunContext, node: PlannedNode) -> None:
         super().__init__()
         self.ctx = ctx
         self.node = node
-        self.position = position
         self.max_rounds = ctx.generation.max_tool_rounds
 
     @property
@@ -95,7 +94,7 @@ class NodeTurns(AgentMiddleware):
         response = await handler(request)
         reply = _last_ai(response.result)
         if reply is not None and (reply.tool_calls or reply.invalid_tool_calls):
-            record_refused_calls(self.ctx, self.node.name, self.position["step"], reply)
+            record_refused_calls(self.ctx, self.node.name, self.ctx.step, reply)
         if capped and reply is not None and reply.tool_calls:
             # tools were not offered; the agent would still run the calls: end the node here
             return ExtendedModelResponse(response, Command(update={"jump_to": "end"}))
@@ -109,41 +108,48 @@ class LangChainAdapter:
         self,
         ctx: RunContext,
         node: PlannedNode,
-        tools: list[StructuredTool],
-        position: dict[str, Any],
+        tools: list[BaseTool],
     ) -> Any:
         """LangChain's agent for one workflow node (tools only where the node uses them)."""
         model = chat_model(ctx, node.name)
         if node.spec.use_tools and tools:
-            return create_agent(model, tools, middleware=[NodeTurns(ctx, node, position)])
+            return create_agent(model, tools, middleware=[NodeTurns(ctx, node)])
         return create_agent(model, [])
+
+    async def invoke(self, ctx: RunContext, agent: Any, node: PlannedNode, step: int,
+                     prompt: str) -> str:  # fmt: skip
+        """One node visit: the prompt as the only message, the last AI message's text back."""
+        ctx.at(node.name, step)
+        # model, tools, model, ...: 2 graph steps per tool round plus the last model turn
+        recursion_limit = 2 * ctx.generation.max_tool_rounds + 3
+        result = await agent.ainvoke(
+            {"messages": [HumanMessage(prompt)]}, config={"recursion_limit": recursion_limit}
+        )
+        reply = _last_ai(result["messages"])
+        return message_text(reply) if reply is not None else ""
 
     async def run(self, ctx: RunContext) -> str:
         plan = ctx.plan
         if not plan.nodes:
             raise ValueError("workflow has no nodes")
-        position: dict[str, Any] = {"node": "", "step": 0}
-        tools = langchain_tools(ctx, position)
-        agents = {n.name: self.build_agent(ctx, n, tools, position) for n in plan.nodes}
-        # model, tools, model, ...: 2 graph steps per tool round plus the last model turn
-        recursion_limit = 2 * ctx.generation.max_tool_rounds + 3
+        tools = await load_tools(ctx)
+        agents = {n.name: self.build_agent(ctx, n, tools) for n in plan.nodes}
         outputs: list[NodeOutput] = []
 
         async def visit(node: PlannedNode, step: int) -> str:
             use_tools = node.spec.use_tools and bool(tools)
-            position.update(node=node.name, step=step)
             prompt = render_prompt(
                 node, ctx.task, outputs, step, plan.max_steps,
-                [t.name for t in tools] if use_tools else [],
+                [t.name for t in tools] if use_tools else [], prompt_format=plan.prompt_format,
             )  # fmt: skip
-            result = await agents[node.name].ainvoke(
-                {"messages": [HumanMessage(prompt)]},
-                config={"recursion_limit": recursion_limit},
-            )
-            reply = _last_ai(result["messages"])
-            text = message_text(reply) if reply is not None else ""
+            text = await self.invoke(ctx, agents[node.name], node, step, prompt)
             outputs.append(ctx.recorder.node_output(node.name, step, node.spec.output_key, text))
             return text
 
         await drive_workflow(plan, visit)
         return outputs[-1].text if outputs else ""
+
+    async def run_node(self, ctx: RunContext, node: PlannedNode, step: int, prompt: str) -> str:
+        """One visit of ``node`` with the given prompt (for orchestrators), by its own agent."""
+        tools = await load_tools(ctx) if node.spec.use_tools else []
+        return await self.invoke(ctx, self.build_agent(ctx, node, tools), node, step, prompt)

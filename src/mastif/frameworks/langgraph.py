@@ -9,8 +9,12 @@ line, the loop nodes in a cycle whose conditional edges exit when a node's ``sto
 matches or after ``max_steps`` rounds, then the nodes after the loop.
 
 Tool calls reach the tool through ``RunContext.call_tool`` with the arguments the model
-produced. Calls LangGraph refuses before any tool runs (a name that is not offered, or
+produced, or under ``mcp`` through langchain-mcp-adapters' tools and the MCP server, which
+records them. Calls LangGraph refuses before any tool runs (a name that is not offered, or
 arguments that are not valid JSON) are recorded as failed calls by the model node.
+
+For an orchestrator (``a2a``, the hierarchical shape) :meth:`LangGraphAdapter.run_node`
+runs one node visit with a given prompt as a one-node graph of the same kind.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from itertools import pairwise
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage
-from langchain_core.tools import StructuredTool
+from langchain_core.tools import BaseTool, StructuredTool
+from langchain_mcp_adapters.client import MultiServerMCPClient
 from langchain_openai import ChatOpenAI
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
@@ -28,7 +33,7 @@ from langgraph.prebuilt import ToolNode
 
 from mastif.frameworks.base import RunContext
 from mastif.trace import NodeOutput
-from mastif.workflow import PlannedNode, render_prompt
+from mastif.workflow import PlannedNode, WorkflowPlan, render_prompt
 
 
 class GraphState(TypedDict):
@@ -63,12 +68,12 @@ def chat_model(ctx: RunContext, node: str) -> ChatOpenAI:
     )
 
 
-def langchain_tools(ctx: RunContext, position: dict[str, Any]) -> list[StructuredTool]:
-    """The protocol's tools as LangChain tools; each call is recorded at ``position``."""
+def langchain_tools(ctx: RunContext) -> list[StructuredTool]:
+    """The protocol's tools as LangChain tools; each call is recorded at the visit in progress."""
 
     def make(spec: Any) -> StructuredTool:
         async def call(**arguments: Any) -> str:
-            result = await ctx.call_tool(position["node"], position["step"], spec.name, arguments)
+            result = await ctx.call_tool(ctx.node, ctx.step, spec.name, arguments)
             return result.output if result.ok else f"ERROR: {result.error}"
 
         return StructuredTool(
@@ -79,6 +84,20 @@ def langchain_tools(ctx: RunContext, position: dict[str, Any]) -> list[Structure
         )
 
     return [make(spec) for spec in ctx.tools.tool_specs()]
+
+
+async def load_tools(ctx: RunContext) -> list[BaseTool]:
+    """The run's tools for LangChain and LangGraph.
+
+    Under ``mcp`` they come from the MCP server through langchain-mcp-adapters, used as its
+    documentation shows (``MultiServerMCPClient(...).get_tools()``: a ``tools/list`` now,
+    and a fresh MCP session for every call); the server records each call. Otherwise they
+    are the in-process tools, recorded by ``ctx.call_tool``.
+    """
+    if ctx.mcp_url is None:
+        return list(langchain_tools(ctx))
+    client = MultiServerMCPClient({"mastif": {"transport": "streamable_http", "url": ctx.mcp_url}})
+    return await client.get_tools()
 
 
 def record_refused_calls(ctx: RunContext, node: str, step: int, reply: AIMessage) -> None:
@@ -100,11 +119,21 @@ def record_refused_calls(ctx: RunContext, node: str, step: int, reply: AIMessage
 class LangGraphAdapter:
     name = "langgraph"
 
-    def build_graph(self, ctx: RunContext) -> Any:
-        plan = ctx.plan
+    def build_graph(
+        self,
+        ctx: RunContext,
+        tools: list[BaseTool],
+        plan: WorkflowPlan | None = None,
+        fixed_prompt: str | None = None,
+    ) -> Any:
+        """The graph of ``plan`` (the run's plan by default).
+
+        With ``fixed_prompt`` the plan is a single node visit whose prompt is given (a node
+        run for an orchestrator: :meth:`run_node`); the step comes from the initial state.
+        """
+        plan = plan or ctx.plan
         gen = ctx.generation
-        position: dict[str, Any] = {"node": "", "step": 0}
-        tools = langchain_tools(ctx, position)
+        single = fixed_prompt is not None
         builder = StateGraph(GraphState)
 
         def model_node(node: PlannedNode, last_in_loop: bool):  # type: ignore[no-untyped-def]
@@ -112,15 +141,16 @@ class LangGraphAdapter:
             llm = chat_model(ctx, node.name)
 
             async def fn(state: GraphState) -> dict[str, Any]:
-                step = state["step"] if node.spec.loop else 1
-                position.update(node=node.name, step=step)
+                step = state["step"] if (node.spec.loop or single) else 1
+                ctx.at(node.name, step)
                 fresh = state["active"] != node.name
                 rounds = 0 if fresh else state["tool_rounds"]
                 update: list[BaseMessage] = []
                 if fresh:
-                    prompt = render_prompt(
+                    prompt = fixed_prompt or render_prompt(
                         node, ctx.task, state["outputs"], step, plan.max_steps,
                         [t.name for t in tools] if use_tools else [],
+                        prompt_format=plan.prompt_format,
                     )  # fmt: skip
                     update = [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage(prompt)]
                     history = [HumanMessage(prompt)]
@@ -140,7 +170,12 @@ class LangGraphAdapter:
                 if use_tools and reply.tool_calls and rounds < gen.max_tool_rounds:
                     return {**base, "tool_rounds": rounds + 1, "wants_tools": True}
                 text = message_text(reply)
-                out = ctx.recorder.node_output(node.name, step, node.spec.output_key, text)
+                # a single visit's output is the orchestrator's to record
+                out = (
+                    NodeOutput(node.name, step, node.spec.output_key, text)
+                    if single
+                    else ctx.recorder.node_output(node.name, step, node.spec.output_key, text)
+                )
                 done = {"done": True} if node.stops_loop(text) else {}
                 step_update = {"step": state["step"] + 1} if last_in_loop else {}
                 return {**base, **done, **step_update, "outputs": [out], "tool_rounds": 0,
@@ -174,7 +209,7 @@ class LangGraphAdapter:
             has_tools = n.spec.use_tools and bool(tools)
             if has_tools:
                 targets["tools"] = f"{n.name}__tools"
-            if n.spec.loop:
+            if n in loop:
                 i = loop.index(n)
                 last = i == len(loop) - 1
                 targets["next"] = loop[0].name if last else loop[i + 1].name
@@ -185,7 +220,7 @@ class LangGraphAdapter:
             def route(state: GraphState, _n: PlannedNode = n, _t: dict[str, str] = targets) -> str:
                 if "tools" in _t and state["wants_tools"]:
                     return "tools"
-                if _n.spec.loop:
+                if _n in loop:
                     # a stop_when match ends the loop at once; a full round ends it after max_steps
                     last = _n is loop[-1]
                     if state["done"] or (last and state["step"] > plan.max_steps):
@@ -195,15 +230,26 @@ class LangGraphAdapter:
             builder.add_conditional_edges(n.name, route, targets)
         return builder.compile()
 
-    async def run(self, ctx: RunContext) -> str:
-        graph = self.build_graph(ctx)
-        plan = ctx.plan
+    async def _invoke(self, graph: Any, ctx: RunContext, plan: WorkflowPlan, step: int) -> Any:
         per_visit = 2 * ctx.generation.max_tool_rounds + 1
         visits = len(plan.before) + len(plan.loop) * plan.max_steps + len(plan.after)
-        final = await graph.ainvoke(
+        return await graph.ainvoke(
             {"outputs": [], "messages": [], "active": "", "tool_rounds": 0, "wants_tools": False,
-             "step": 1, "done": False},
+             "step": step, "done": False},
             config={"recursion_limit": visits * per_visit + 5},
         )  # fmt: skip
+
+    async def run(self, ctx: RunContext) -> str:
+        graph = self.build_graph(ctx, await load_tools(ctx))
+        final = await self._invoke(graph, ctx, ctx.plan, 1)
+        outputs: list[NodeOutput] = final["outputs"]
+        return outputs[-1].text if outputs else ""
+
+    async def run_node(self, ctx: RunContext, node: PlannedNode, step: int, prompt: str) -> str:
+        """One visit of ``node`` with the given prompt, as a one-node graph (for orchestrators)."""
+        plan = WorkflowPlan((node,), (), (), ctx.plan.max_steps)
+        tools = await load_tools(ctx) if node.spec.use_tools else []
+        graph = self.build_graph(ctx, tools, plan, fixed_prompt=prompt)
+        final = await self._invoke(graph, ctx, plan, step)
         outputs: list[NodeOutput] = final["outputs"]
         return outputs[-1].text if outputs else ""

@@ -42,7 +42,8 @@ re-raises the client's own exception so the runner classifies provider errors an
 from __future__ import annotations
 
 import asyncio
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +57,7 @@ from semantic_kernel.connectors.ai.open_ai import (
     OpenAIChatCompletion,
     OpenAIChatPromptExecutionSettings,
 )
+from semantic_kernel.connectors.mcp import MCPStreamableHttpPlugin
 from semantic_kernel.contents import ChatHistory, ChatMessageContent
 from semantic_kernel.contents.function_call_content import FunctionCallContent
 from semantic_kernel.contents.function_result_content import FunctionResultContent
@@ -270,6 +272,34 @@ def provider_exception(exc: BaseException) -> BaseException | None:
     return None
 
 
+class McpToolsPlugin(MCPStreamableHttpPlugin):
+    """SK's MCP plugin (streamable HTTP) that also keeps each tool's JSON schema.
+
+    SK rebuilds a function's parameters from the ``tools/list`` schema's properties; the
+    whole schema (``required``, ``additionalProperties``) is kept here so the tools are
+    offered on the wire exactly as in the other frameworks (see :func:`offer_tools`).
+    """
+
+    schemas: dict[str, dict[str, Any]]
+
+    async def load_tools(self) -> None:
+        session = self.session
+        assert session is not None
+        listed = session.list_tools
+
+        async def list_and_keep(*args: Any, **kwargs: Any) -> Any:
+            result = await listed(*args, **kwargs)
+            self.schemas = {t.name: t.inputSchema for t in result.tools}
+            return result
+
+        self.schemas = {}
+        session.list_tools = list_and_keep  # type: ignore[method-assign]
+        try:
+            await super().load_tools()
+        finally:
+            del session.list_tools  # back to the class's method
+
+
 class SemanticKernelAdapter:
     name = "semantic_kernel"
 
@@ -282,22 +312,57 @@ class SemanticKernelAdapter:
                 raise cause from exc
             raise
 
-    async def _run(self, ctx: RunContext) -> str:
-        plan = ctx.plan
+    async def run_node(self, ctx: RunContext, node: PlannedNode, step: int, prompt: str) -> str:
+        """One visit of ``node`` with the given prompt (for orchestrators), on a kernel of its own."""
+        try:
+            async with self.open_kernel(ctx, [node]) as kernel:
+                return await self.ask(ctx, kernel, node, step, prompt)
+        except KernelException as exc:
+            cause = provider_exception(exc)
+            if cause is not None:
+                raise cause from exc
+            raise
+
+    @asynccontextmanager
+    async def open_kernel(
+        self, ctx: RunContext, nodes: Sequence[PlannedNode]
+    ) -> AsyncIterator[RecordingKernel]:
+        """A kernel with the tools plugin (in-process, or SK's MCP plugin under ``mcp``) and
+        one chat service per node; clients and the MCP session close on exit."""
         kernel = RecordingKernel()
         kernel._ctx = ctx
-        if ctx.tools.tool_specs():
-            kernel.add_plugin(tools_plugin(ctx, kernel._position))
-        outputs: list[NodeOutput] = []
-
         async with AsyncExitStack() as stack:
-            for node in plan.nodes:
+            if ctx.mcp_url is not None and any(n.spec.use_tools for n in nodes):
+                plugin = McpToolsPlugin(
+                    name=PLUGIN_NAME, url=ctx.mcp_url, load_prompts=False,
+                    request_timeout=int(ctx.generation.timeout_s),
+                )  # fmt: skip
+                await plugin.connect()
+                stack.push_async_callback(plugin.close)
+                kernel.add_plugin(plugin, plugin_name=PLUGIN_NAME)
+                for fn in kernel.get_plugin(PLUGIN_NAME).functions.values():
+                    schema = plugin.schemas[fn.metadata.name]
+                    fn.metadata.additional_properties = {SCHEMA_KEY: schema}
+            elif ctx.mcp_url is None and ctx.tools.tool_specs():
+                kernel.add_plugin(tools_plugin(ctx, kernel._position))
+            for node in nodes:
                 client = gateway_client(ctx, node.name)
                 stack.push_async_callback(client.close)
                 kernel.add_service(chat_service(ctx, node.name, client))
+            yield kernel
+
+    async def _run(self, ctx: RunContext) -> str:
+        plan = ctx.plan
+        outputs: list[NodeOutput] = []
+        async with self.open_kernel(ctx, plan.nodes) as kernel:
 
             async def visit(node: PlannedNode, step: int) -> str:
-                text = await self.run_node(ctx, kernel, node, step, outputs)
+                has_tools = node.spec.use_tools and bool(ctx.tool_names())
+                prompt = render_prompt(
+                    node, ctx.task, outputs, step, plan.max_steps,
+                    ctx.tool_names() if has_tools else [], prompt_format=plan.prompt_format,
+                )  # fmt: skip
+                text = await self.ask(ctx, kernel, node, step, prompt)
                 outputs.append(
                     ctx.recorder.node_output(node.name, step, node.spec.output_key, text)
                 )
@@ -306,19 +371,12 @@ class SemanticKernelAdapter:
             await drive_workflow(plan, visit)
         return outputs[-1].text if outputs else ""
 
-    async def run_node(
-        self,
-        ctx: RunContext,
-        kernel: RecordingKernel,
-        node: PlannedNode,
-        step: int,
-        outputs: list[NodeOutput],
+    async def ask(
+        self, ctx: RunContext, kernel: RecordingKernel, node: PlannedNode, step: int, prompt: str
     ) -> str:
+        """One node visit: a fresh chat history with the prompt, one SK chat call."""
         gen = ctx.generation
-        has_tools = node.spec.use_tools and bool(ctx.tools.tool_specs())
-        prompt = render_prompt(
-            node, ctx.task, outputs, step, ctx.plan.max_steps, ctx.tool_names() if has_tools else []
-        )
+        has_tools = node.spec.use_tools and bool(kernel.plugins)
         history = ChatHistory()
         history.add_user_message(prompt)
         settings = OpenAIChatPromptExecutionSettings(
@@ -338,5 +396,6 @@ class SemanticKernelAdapter:
             )
         service = kernel.get_service(node.name)
         kernel._position.node, kernel._position.step = node.name, step
+        ctx.at(node.name, step)
         reply = await service.get_chat_message_content(history, settings, kernel=kernel)
         return reply.content if reply is not None else ""

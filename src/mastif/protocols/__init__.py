@@ -1,28 +1,122 @@
-"""Protocols decide how things travel (tool calls, node-to-node messages).
+"""Protocols decide how things travel: tool calls, and messages between agents.
 
-Each protocol is a context manager yielding a :class:`ToolTransport`; frameworks only see
-the transport, so any framework runs under any protocol.
+* ``standard`` -- tools are in-process calls and nodes pass outputs in memory (the baseline);
+* ``mcp`` -- the tools are served by a real MCP server (streamable HTTP on loopback) and
+  each framework reaches them through its own MCP client integration;
+* ``a2a`` -- every agent of the workflow is a real A2A agent (agent card, skill, JSON-RPC
+  over HTTP on loopback) and an orchestrator delegates to them with A2A messages.
+
+:func:`open_protocol` opens a protocol for one stack job and yields a
+:class:`StackProtocol`: the servers it needs run while the block is open and are stopped
+when it exits, whatever happened. Runs attach to it; when a run detaches it gets the
+:class:`ProtocolStats` the servers measured for it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from mastif.protocols.base import ToolTransport
-from mastif.tools import Tool
+from mastif.protocols.standard import InProcessTransport
+from mastif.protocols.wire import WireStats
+from mastif.tools import Tool, ToolResult
 
-PROTOCOLS = ("standard",)
-
-
-@contextmanager
-def open_protocol(name: str, tools: list[Tool]) -> Iterator[ToolTransport]:
-    if name == "standard":
-        from mastif.protocols.standard import InProcessTransport
-
-        yield InProcessTransport(tools)
-        return
-    raise ValueError(f"unknown protocol {name!r}; available: {PROTOCOLS}")
+PROTOCOLS = ("standard", "mcp", "a2a")
 
 
-__all__ = ["PROTOCOLS", "ToolTransport", "open_protocol"]
+@dataclass
+class ProtocolStats:
+    """What the protocol cost one run, measured on the server side (zero for ``standard``)."""
+
+    requests: int = 0  # HTTP requests
+    messages: int = 0  # protocol (JSON-RPC) messages, both directions
+    calls: int = 0  # MCP tools/call served, or A2A messages the agents handled
+    bytes_sent: int = 0  # request bodies, client -> server
+    bytes_received: int = 0  # response bodies, server -> client
+    seconds: float = 0.0  # server time in protocol handling, excluding the tool's/agent's work
+
+    @classmethod
+    def from_wire(cls, calls: int, *stats: WireStats) -> ProtocolStats:
+        total = WireStats()
+        for s in stats:
+            total.add(s)
+        return cls(total.requests, total.messages, calls, total.bytes_in, total.bytes_out,
+                   total.protocol_s)  # fmt: skip
+
+
+class ServedCallSink(Protocol):
+    """Where the MCP server's record of a call goes (a run's context)."""
+
+    def record_served_tool_call(self, name: str, arguments: Any, result: ToolResult) -> None: ...
+
+
+#: an A2A agent's work: (agent name, run id, message text, message data) -> answer text
+AgentHandler = Callable[[str, str, str, dict[str, Any]], Awaitable[str]]
+
+
+class StackProtocol:
+    """One protocol, open for one stack job."""
+
+    def __init__(self, name: str, tools: list[Tool]) -> None:
+        self.name = name
+        self.transport: ToolTransport = InProcessTransport(tools)
+        self.mcp: Any = None  # McpToolServer under "mcp"
+        self.agents: Any = None  # A2AAgents under "a2a"
+        self._sinks: dict[str, ServedCallSink] = {}
+
+    def attach(self, run_id: str, sink: ServedCallSink) -> None:
+        self._sinks[run_id] = sink
+
+    def detach(self, run_id: str) -> ProtocolStats:
+        self._sinks.pop(run_id, None)
+        calls = 0
+        if self.mcp is not None:
+            calls += self.mcp.calls_served(run_id)
+        if self.agents is not None:
+            calls += self.agents.messages_received(run_id)
+        servers = [s for s in (self.mcp, self.agents) if s is not None]
+        return ProtocolStats.from_wire(calls, *(s.pop_stats(run_id) for s in servers))
+
+    def mcp_url(self, run_id: str) -> str | None:
+        # one URL per run; the node a call belongs to is the run's node visit in progress
+        return self.mcp.url_for(run_id, "tools") if self.mcp is not None else None
+
+    def _served(self, run_id: str, node: str, name: str, args: Any, result: ToolResult) -> None:
+        sink = self._sinks.get(run_id)
+        if sink is not None:
+            sink.record_served_tool_call(name, args, result)
+
+
+@asynccontextmanager
+async def open_protocol(
+    name: str,
+    tools: list[Tool],
+    agents: list[Any] | None = None,
+    handle: AgentHandler | None = None,
+) -> AsyncIterator[StackProtocol]:
+    """Open protocol ``name`` for a stack job; ``agents``/``handle`` are the A2A agents' specs
+    and their work (required for ``a2a``)."""
+    if name not in PROTOCOLS:
+        raise ValueError(f"unknown protocol {name!r}; available: {PROTOCOLS}")
+    protocol = StackProtocol(name, tools)
+    async with AsyncExitStack() as stack:
+        if name == "mcp":
+            from mastif.protocols.mcp import open_mcp_server
+
+            protocol.mcp = await stack.enter_async_context(
+                open_mcp_server(tools, on_call=protocol._served)
+            )
+        elif name == "a2a":
+            from mastif.protocols.a2a import open_a2a_agents
+
+            if not agents or handle is None:
+                raise ValueError("protocol 'a2a' needs the agents and their handler")
+            protocol.agents = await stack.enter_async_context(open_a2a_agents(agents, handle))
+        yield protocol
+
+
+__all__ = ["PROTOCOLS", "AgentHandler", "ProtocolStats", "StackProtocol", "ToolTransport",
+           "open_protocol"]  # fmt: skip

@@ -63,12 +63,21 @@ def normalise_request(payload: dict[str, Any], provider: str) -> dict[str, Any]:
       a grammar-constrained choice between a tool call and a message;
     * OpenAI's ``response_format: {"type": "json_schema", "json_schema": {"schema": S}}``
       becomes llama.cpp's ``{"type": "json_object", "schema": S}`` (same grammar-constrained
-      decoding, another spelling).
+      decoding, another spelling);
+    * a tool or system message whose content is a list of text parts (OpenAI accepts that;
+      langchain-mcp-adapters sends MCP tool results so) becomes their joined text for
+      llama.cpp, whose request model takes only a string there (it answers 500).
     """
     for msg in payload.get("messages", []):
         if msg.get("role") == "assistant" and msg.get("tool_calls") and not msg.get("content"):
             msg["content"] = ""
     if provider == "local":
+        for msg in payload.get("messages", []):
+            content = msg.get("content")
+            if msg.get("role") in ("tool", "system") and isinstance(content, list):
+                msg["content"] = "".join(
+                    part.get("text", "") for part in content if isinstance(part, dict)
+                )
         if "max_completion_tokens" in payload:
             limit = payload.pop("max_completion_tokens")
             payload.setdefault("max_tokens", limit)

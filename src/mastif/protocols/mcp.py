@@ -1,0 +1,254 @@
+"""The MCP protocol's tool server: our tools behind a real MCP server on loopback.
+
+Under the ``mcp`` protocol the tools are not called in-process: one :class:`McpToolServer`
+per stack job serves them with the official ``mcp`` SDK over streamable HTTP on
+127.0.0.1, and each framework reaches them through its own MCP client integration. The
+low-level SDK server is used (not FastMCP) so that every tool reaches clients exactly as
+defined: its ``description`` and its JSON schema, byte for byte, as ``inputSchema``.
+
+Run attribution. A client of run ``r`` at node ``n`` connects to
+``{base_url}/r/{r}/{n}/mcp`` (:meth:`McpToolServer.url_for`). The
+:class:`~mastif.protocols.wire.WireMeter` in front of the SDK strips that prefix and tags
+the request; the ``tools/call`` handler reads ``(run_id, node)`` from the HTTP request
+that carried the call (the low-level server's ``request_context.request`` is the Starlette
+request for HTTP transports). Requests outside ``/r/{run_id}/{node}/mcp`` get 404.
+
+What is counted, per run: everything the meter counts (HTTP requests, JSON-RPC messages,
+body bytes, POST handling time), the time spent inside the tools (``inner_s``, so
+``handling_s - inner_s`` is what MCP cost on the server side), and the ``tools/call``
+requests served (:meth:`McpToolServer.calls_served`). Every call, also of an unknown
+tool or with bad arguments, is reported to the ``on_call`` hook.
+
+Transport choices: stateful sessions with server-sent-event responses, the SDK's defaults
+and what MCP servers in the wild do, so the measured protocol cost includes the session
+handshake (``initialize``), the session's GET notification stream, the session DELETE and
+SSE framing. Inputs are not validated by the SDK: ``Tool.invoke`` validates them and
+returns a failed result, so a schema violation is a recorded failed tool call, exactly as
+under the standard protocol, not a rejection before the tool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from mcp import types
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.responses import PlainTextResponse
+
+from mastif.protocols.wire import (
+    SCOPE_KEY,
+    Receive,
+    Scope,
+    Send,
+    WireMeter,
+    WireStats,
+    scope_run,
+    serve_asgi,
+)
+from mastif.tools import Tool, ToolResult
+
+log = logging.getLogger(__name__)
+
+#: on_call(run_id, node, tool name, arguments as received, result)
+ToolCallHook = Callable[[str, str, str, Any, ToolResult], None]
+
+MCP_PATH = "/mcp"
+SERVER_NAME = "mastif-tools"
+
+
+class _DropClosedStandaloneStream(logging.Filter):
+    """Silence one SDK false alarm, nothing else.
+
+    When a session ends normally (the client's DELETE) while its GET notification stream
+    is open, the SDK closes that stream under its writer and logs the resulting
+    ``ClosedResourceError`` with a traceback, once per session (langchain-mcp-adapters
+    opens a session per tool call).
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (
+            record.msg == "Error in standalone SSE writer"
+            and isinstance(exc, anyio.ClosedResourceError)
+        )
+
+
+logging.getLogger("mcp.server.streamable_http").addFilter(_DropClosedStandaloneStream())
+
+
+class McpToolServer:
+    """Our tools served over MCP streamable HTTP; one per stack job.
+
+    Build it with :func:`open_mcp_server`, which serves it and stops it again.
+    """
+
+    def __init__(self, tools: list[Tool], on_call: ToolCallHook | None = None) -> None:
+        self._tools = {t.name: t for t in tools}
+        self._on_call = on_call
+        self._calls: Counter[str] = Counter()
+        self._specs = [
+            types.Tool(name=t.name, description=t.description, inputSchema=t.parameters)
+            for t in tools
+        ]
+        self._server: Server[Any, Any] = Server(SERVER_NAME)
+        self._server.list_tools()(self._list_tools)
+        # Tool.invoke validates and fails softly; the SDK's check would reject the call
+        # before the tool ran and before we could record it
+        self._server.call_tool(validate_input=False)(self._call_tool)
+        self._manager = StreamableHTTPSessionManager(
+            app=self._server,
+            stateless=False,
+            json_response=False,
+            # loopback only: refuse requests whose Host/Origin is not this machine
+            security_settings=TransportSecuritySettings(
+                enable_dns_rebinding_protection=True,
+                allowed_hosts=["127.0.0.1:*", "localhost:*"],
+                allowed_origins=["http://127.0.0.1:*", "http://localhost:*"],
+            ),
+        )
+        self.meter = WireMeter(self._asgi)
+        self.base_url = ""  # set by open_mcp_server once serving
+
+    # ------------------------------------------------------------------ public
+
+    def url_for(self, run_id: str, node: str) -> str:
+        """The MCP endpoint a client of ``run_id`` at ``node`` connects to."""
+        if not self.base_url:
+            raise RuntimeError("the MCP tool server has not been served yet")
+        for part in (run_id, node):
+            # the meter splits the decoded path on "/": a slash would misattribute the run
+            if not part or "/" in part:
+                raise ValueError(f"run id and node must be non-empty, without '/': {part!r}")
+        return f"{self.base_url}/r/{run_id}/{node}{MCP_PATH}"
+
+    def calls_served(self, run_id: str) -> int:
+        """``tools/call`` requests handled for ``run_id`` (unknown tools and failures too)."""
+        return self._calls.get(run_id, 0)
+
+    def pop_stats(self, run_id: str) -> WireStats:
+        """The run's wire counts, forgotten here (``calls_served`` is kept)."""
+        return self.meter.pop(run_id)
+
+    # ------------------------------------------------------------- MCP handlers
+
+    async def _list_tools(self) -> list[types.Tool]:
+        return self._specs
+
+    async def _call_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        run_id, node = self._current_run()
+        self._calls[run_id] += 1
+        tool = self._tools.get(name)
+        if tool is None:
+            result = ToolResult(False, "", f"unknown tool {name!r}; offered: {sorted(self._tools)}")
+        else:
+            start = time.perf_counter()
+            try:
+                # tools may block (python_repl waits on a child process): keep the loop free
+                result = await asyncio.to_thread(tool.invoke, arguments)
+            finally:
+                self.meter.add_inner(run_id, time.perf_counter() - start)
+        if self._on_call is not None:
+            try:
+                self._on_call(run_id, node, name, arguments, result)
+            except Exception:  # noqa: BLE001 - a recorder bug must not turn into a tool failure
+                log.exception("on_call hook failed for %s in run %s", name, run_id)
+        text = result.output if result.ok else (result.error or f"{name} failed")
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)], isError=not result.ok
+        )
+
+    def _current_run(self) -> tuple[str, str]:
+        """(run_id, node) of the HTTP request that carried the message being handled."""
+        request = self._server.request_context.request
+        scope = getattr(request, "scope", None)
+        if scope is None:
+            raise LookupError("MCP request did not arrive over HTTP")
+        return scope_run(scope)
+
+    # --------------------------------------------------------------------- ASGI
+
+    async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        path = scope.get("path", "")
+        if scope["type"] == "http" and SCOPE_KEY in scope and path.rstrip("/") == MCP_PATH:
+            await self._manager.handle_request(scope, receive, send)
+            return
+        # unattributed traffic would have no run to count against
+        await PlainTextResponse("MCP is served at /r/{run_id}/{node}/mcp", 404)(
+            scope, receive, send
+        )
+
+    @asynccontextmanager
+    async def _sessions(self) -> AsyncIterator[None]:
+        """Keep the session manager's ``run()`` active for the block.
+
+        ``run()`` holds an anyio task group; entered around our caller's block it would
+        wrap any exception of that block in an ``ExceptionGroup``, so it runs in a task
+        of its own instead.
+        """
+        ready, stop = asyncio.Event(), asyncio.Event()
+
+        async def run() -> None:
+            async with self._manager.run():
+                ready.set()
+                await stop.wait()
+
+        task = asyncio.create_task(run(), name="mcp-session-manager")
+        ready_wait = asyncio.create_task(ready.wait())
+        try:
+            await asyncio.wait({task, ready_wait}, return_when=asyncio.FIRST_COMPLETED)
+            if not ready.is_set():
+                task.result()  # raises the start-up error
+                raise RuntimeError("MCP session manager stopped during start-up")
+            yield
+        finally:
+            ready_wait.cancel()
+            stop.set()  # cancels the sessions; their open streams end
+            try:
+                await asyncio.wait_for(asyncio.shield(task), timeout=5)
+            except (TimeoutError, asyncio.CancelledError):
+                task.cancel()
+            except Exception:  # noqa: BLE001 - do not mask what ended the block
+                log.exception("MCP session manager failed while stopping")
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    """Answer uvicorn's lifespan protocol; the sessions are run by :func:`open_mcp_server`."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+@asynccontextmanager
+async def open_mcp_server(
+    tools: list[Tool], on_call: ToolCallHook | None = None
+) -> AsyncIterator[McpToolServer]:
+    """Serve ``tools`` over MCP on a free loopback port for the block; stop it afterwards.
+
+    The server stops however the block ends (also on an exception or cancellation):
+    sessions are closed first, then the port.
+    """
+    server = McpToolServer(tools, on_call)
+    async with serve_asgi(server.meter, "mcp") as base_url:
+        # sessions stop before the HTTP server, so open session streams do not hold it up
+        async with server._sessions():
+            server.base_url = base_url
+            yield server
+
+
+__all__ = ["McpToolServer", "ToolCallHook", "open_mcp_server"]

@@ -1,0 +1,231 @@
+"""The MCP tool server against real MCP clients (the SDK's own and langchain-mcp-adapters)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+from mcp import ClientSession, types
+from mcp.client.streamable_http import streamable_http_client
+
+from mastif.protocols.mcp import open_mcp_server
+from mastif.tools import ToolResult, get_tools
+
+TOOLS = get_tools(["sympy", "json_parser", "datetime"])
+
+Call = tuple[str, str, str, Any, ToolResult]
+
+
+@asynccontextmanager
+async def mcp_session(url: str) -> AsyncIterator[ClientSession]:
+    async with streamable_http_client(url) as (read, write, _):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
+
+def text_of(result: types.CallToolResult) -> str:
+    assert len(result.content) == 1
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+def port_of(base_url: str) -> int:
+    return int(base_url.rsplit(":", 1)[1])
+
+
+def refuses(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def test_list_tools_offers_our_tools_exactly() -> None:
+    async def main() -> list[types.Tool]:
+        async with open_mcp_server(TOOLS) as server:
+            async with mcp_session(server.url_for("run-a", "agent")) as session:
+                return (await session.list_tools()).tools
+
+    listed = asyncio.run(main())
+    assert [t.name for t in listed] == [t.name for t in TOOLS]
+    for offered, ours in zip(listed, TOOLS, strict=True):
+        assert offered.description == ours.description
+        assert offered.inputSchema == ours.parameters
+        # same keys in the same order, not just an equal dict
+        assert json.dumps(offered.inputSchema) == json.dumps(ours.parameters)
+
+
+def test_call_returns_tool_output_and_reports_the_run() -> None:
+    calls: list[Call] = []
+
+    async def main() -> tuple[types.CallToolResult, int]:
+        async with open_mcp_server(TOOLS, on_call=lambda *c: calls.append(c)) as server:
+            async with mcp_session(server.url_for("run-a", "planner")) as session:
+                result = await session.call_tool(
+                    "sympy", {"expression": "x**2 - 4 = 0", "operation": "solve"}
+                )
+            return result, server.calls_served("run-a")
+
+    result, served = asyncio.run(main())
+    assert result.isError is False
+    assert text_of(result) == "[-2, 2]"
+    assert served == 1
+    [(run_id, node, name, arguments, tool_result)] = calls
+    assert (run_id, node, name) == ("run-a", "planner", "sympy")
+    assert arguments == {"expression": "x**2 - 4 = 0", "operation": "solve"}
+    assert tool_result.ok and tool_result.output == "[-2, 2]"
+
+
+def test_failures_are_results_not_rejections() -> None:
+    calls: list[Call] = []
+
+    async def main() -> tuple[types.CallToolResult, types.CallToolResult, int]:
+        async with open_mcp_server(TOOLS, on_call=lambda *c: calls.append(c)) as server:
+            async with mcp_session(server.url_for("run-a", "agent")) as session:
+                # schema violation: the tool itself must see it (the SDK must not reject it)
+                bad = await session.call_tool("sympy", {"expr": "1 + 1"})
+                unknown = await session.call_tool("web_search", {"q": "x"})
+            return bad, unknown, server.calls_served("run-a")
+
+    bad, unknown, served = asyncio.run(main())
+    assert bad.isError is True
+    assert text_of(bad).startswith("invalid arguments for sympy:")
+    assert unknown.isError is True
+    assert text_of(unknown) == (
+        "unknown tool 'web_search'; offered: ['datetime', 'json_parser', 'sympy']"
+    )
+    assert served == 2
+    assert [(c[2], c[3], c[4].ok) for c in calls] == [
+        ("sympy", {"expr": "1 + 1"}, False),
+        ("web_search", {"q": "x"}, False),
+    ]
+    assert calls[0][4].error == text_of(bad)
+
+
+def test_runs_are_counted_apart() -> None:
+    calls: list[Call] = []
+    doc = json.dumps({"items": [{"name": "a"}, {"name": "b"}]})
+
+    async def main() -> dict[str, Any]:
+        async with open_mcp_server(TOOLS, on_call=lambda *c: calls.append(c)) as server:
+            async with (
+                mcp_session(server.url_for("run-a", "n1")) as a,
+                mcp_session(server.url_for("run-b", "n2")) as b,
+            ):
+                await a.call_tool("json_parser", {"json_string": doc, "query": "items[1].name"})
+                await b.call_tool("sympy", {"expression": "2**10", "operation": "evaluate"})
+                await a.call_tool("datetime", {"timezone": "UTC"})
+            out = {
+                "served": (server.calls_served("run-a"), server.calls_served("run-b")),
+                "a": server.pop_stats("run-a"),
+                "b": server.pop_stats("run-b"),
+                "a_again": server.pop_stats("run-a"),
+                "never": server.calls_served("run-z"),
+            }
+            # traffic outside /r/{run_id}/{node}/ is refused and counted nowhere
+            async with httpx.AsyncClient() as http:
+                stray = await http.post(f"{server.base_url}/mcp", json={})
+            out["stray"] = stray.status_code
+            out["runs"] = set(server.meter.stats)
+            return out
+
+    out = asyncio.run(main())
+    assert out["served"] == (2, 1)
+    assert out["never"] == 0
+    assert {(c[0], c[1], c[2]) for c in calls} == {
+        ("run-a", "n1", "json_parser"),
+        ("run-a", "n1", "datetime"),
+        ("run-b", "n2", "sympy"),
+    }
+    for stats in (out["a"], out["b"]):
+        assert stats.requests > 0 and stats.messages > 0
+        assert stats.bytes_in > 0 and stats.bytes_out > 0
+        assert stats.inner_s > 0
+        assert stats.handling_s >= stats.inner_s
+    # run a made one more call than b over an otherwise identical session
+    assert out["a"].messages > out["b"].messages
+    assert out["a"].requests > out["b"].requests
+    assert out["a_again"].requests == 0  # popped
+    assert out["stray"] == 404
+    assert out["runs"] == set()
+
+
+def test_langchain_mcp_adapters_load_and_call_the_tools() -> None:
+    from langchain_mcp_adapters.client import MultiServerMCPClient
+
+    calls: list[Call] = []
+
+    async def main() -> tuple[list[Any], Any, int]:
+        async with open_mcp_server(TOOLS, on_call=lambda *c: calls.append(c)) as server:
+            client = MultiServerMCPClient(
+                {"m": {"transport": "streamable_http", "url": server.url_for("run-lc", "agent")}}
+            )
+            tools = await client.get_tools()
+            parser = next(t for t in tools if t.name == "json_parser")
+            output = await parser.ainvoke({"json_string": '{"a": [1, 2]}', "query": "a[1]"})
+            return tools, output, server.calls_served("run-lc")
+
+    tools, output, served = asyncio.run(main())
+    assert [t.name for t in tools] == [t.name for t in TOOLS]
+    for lc_tool, ours in zip(tools, TOOLS, strict=True):
+        assert lc_tool.description == ours.description
+        assert lc_tool.args_schema == ours.parameters
+    assert [block["text"] for block in output] == ["2"]
+    assert served == 1
+    assert [(c[0], c[1], c[2], c[4].ok) for c in calls] == [
+        ("run-lc", "agent", "json_parser", True)
+    ]
+
+
+def test_url_for_refuses_ids_that_would_misattribute() -> None:
+    async def main() -> None:
+        async with open_mcp_server(TOOLS) as server:
+            assert server.url_for("r1", "a").endswith("/r/r1/a/mcp")
+            with pytest.raises(ValueError):
+                server.url_for("r/1", "a")
+            with pytest.raises(ValueError):
+                server.url_for("r1", "")
+
+    asyncio.run(main())
+
+
+def test_server_stops_when_the_block_exits() -> None:
+    async def main() -> int:
+        async with open_mcp_server(TOOLS) as server:
+            async with mcp_session(server.url_for("run-a", "agent")) as session:
+                await session.list_tools()
+            return port_of(server.base_url)
+
+    assert refuses(asyncio.run(main()))
+
+
+def test_server_stops_when_the_block_raises_with_a_client_still_connected() -> None:
+    ports: list[int] = []
+
+    async def main() -> BaseException | None:
+        async with AsyncExitStack() as clients:  # closed only after the server is gone
+            try:
+                async with open_mcp_server(TOOLS) as server:
+                    ports.append(port_of(server.base_url))
+                    session = await clients.enter_async_context(
+                        mcp_session(server.url_for("run-a", "agent"))
+                    )
+                    await session.list_tools()
+                    raise KeyError("boom")
+            except BaseException as exc:  # noqa: BLE001 - the test inspects it
+                return exc
+        return None
+
+    raised = asyncio.run(asyncio.wait_for(main(), timeout=20))
+    # the body's own exception comes out, not wrapped in an ExceptionGroup
+    assert type(raised) is KeyError and raised.args == ("boom",)
+    assert refuses(ports[0])

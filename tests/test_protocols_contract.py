@@ -1,0 +1,208 @@
+"""Every framework under the real protocols, with a scripted model.
+
+The model is a test double (a scripted OpenAI-compatible server); the MCP server, the A2A
+agents, the frameworks' own MCP clients and our A2A orchestrator are the real thing. The
+protocol's servers count on their side what reached them, and those counts are checked.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from mastif.config import parse_config
+from mastif.frameworks import FRAMEWORKS
+from mastif.protocols import wire
+from mastif.runner import execute_stack
+from mastif.tasks import load_tasks
+from tests.fakes import ScriptedChatServer, last_user_text
+
+REPO = Path(__file__).resolve().parents[1]
+PARSER_ARGS = {"json_string": '{"flights": [{"price": 120}, {"price": 95}]}',
+               "query": "flights[1].price"}  # fmt: skip
+
+
+@pytest.fixture(params=FRAMEWORKS)
+def framework(request):
+    return request.param
+
+
+@pytest.fixture
+def served_urls(monkeypatch):
+    """Base URLs of every protocol server started, to check they are gone afterwards."""
+    urls: list[str] = []
+    real = wire.serve_asgi
+
+    def recording(app, name):
+        cm = real(app, name)
+
+        class Wrapper:
+            async def __aenter__(self):
+                url = await cm.__aenter__()
+                urls.append(url)
+                return url
+
+            async def __aexit__(self, *exc):
+                return await cm.__aexit__(*exc)
+
+        return Wrapper()
+
+    monkeypatch.setattr(wire, "serve_asgi", recording)
+    for module in ("mastif.protocols.mcp", "mastif.protocols.a2a"):
+        monkeypatch.setattr(f"{module}.serve_asgi", recording)
+    return urls
+
+
+def refuses_connections(url: str) -> bool:
+    host, port = url.removeprefix("http://").split(":")
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex((host, int(port))) != 0
+
+
+def run(cfg_dict, tmp_path):
+    cfg = parse_config(cfg_dict)
+    tasks = load_tasks("builtin")[:1]
+    (trace,) = execute_stack(
+        cfg, cfg.stacks()[0], tasks, tmp_path / "ckpt.jsonl", tmp_path / "server.log", REPO
+    )
+    return trace
+
+
+def interact_calls_parser(payload):
+    if "interaction round" in last_user_text(payload) and payload["messages"][-1]["role"] == "user":
+        return {"tool_calls": [("json_parser", PARSER_ARGS), ("no_such_tool", {"x": 1})]}
+    return {"content": "done."}
+
+
+@pytest.mark.parametrize("protocol", ["mcp", "a2a"])
+def test_tool_calls_travel_over_the_protocol(
+    protocol, framework, fake_model_config, tmp_path, served_urls
+):
+    with ScriptedChatServer(interact_calls_parser) as srv:
+        cfg = fake_model_config(srv.base_url, max_steps=1)
+        cfg["protocols"], cfg["frameworks"] = [protocol], [framework]
+        trace = run(cfg, tmp_path)
+    assert trace.status == "ok", trace.error_message
+    assert trace.protocol == protocol
+    calls = {c.name: c for c in trace.tool_calls}
+    assert len(trace.tool_calls) == 2
+    ok_call, bad_call = calls["json_parser"], calls["no_such_tool"]
+    assert ok_call.ok and ok_call.output == "95" and ok_call.node == "interact"
+    assert json.loads(ok_call.arguments) == PARSER_ARGS
+    assert not bad_call.ok and "no_such_tool" in bad_call.error
+    # the tool result reached the model
+    follow_up = next(r for r in srv.requests if any(m["role"] == "tool" for m in r["messages"]))
+    tool_texts = [m["content"] for m in follow_up["messages"] if m["role"] == "tool"]
+    assert any("95" in (t if isinstance(t, str) else json.dumps(t)) for t in tool_texts)
+    # the same tools were offered as under the standard protocol
+    assert {t["function"]["name"] for t in follow_up["tools"]} == {
+        "python_repl", "sympy", "datetime", "json_parser",
+    }  # fmt: skip
+    if protocol == "mcp":
+        # counted by the MCP server: the valid call went over MCP (the unknown name never
+        # left the framework)
+        assert trace.protocol_calls == 1
+    else:
+        # counted by the agents: one A2A message per node visit
+        assert trace.protocol_calls == len(trace.node_outputs) == 4
+    assert trace.protocol_messages >= 2 * trace.protocol_calls
+    assert trace.protocol_bytes_sent > 0 and trace.protocol_bytes_received > 0
+    assert trace.protocol_requests > 0 and trace.protocol_seconds >= 0
+    # the servers are gone after the job
+    assert served_urls and all(refuses_connections(u) for u in served_urls)
+
+
+def test_a2a_runs_the_linear_loop_like_the_framework(fake_model_config, tmp_path):
+    def respond(payload):
+        text = last_user_text(payload)
+        if "observation round 2" in text:
+            return {"content": "The cart holds the item.\nTASK COMPLETE"}
+        return {"content": "Looking around. CONTINUE"}
+
+    with ScriptedChatServer(respond) as srv:
+        cfg = fake_model_config(srv.base_url, max_steps=3)
+        cfg["protocols"], cfg["frameworks"] = ["a2a"], ["langgraph"]
+        trace = run(cfg, tmp_path)
+    assert [(n.node, n.step) for n in trace.node_outputs] == [
+        ("navigate", 1), ("observe", 1), ("interact", 1), ("observe", 2), ("report", 1),
+    ]  # fmt: skip
+    assert trace.protocol_calls == 5
+    # every model call is still attributed to its node
+    assert [c.node for c in trace.llm_calls] == [n.node for n in trace.node_outputs]
+
+
+@pytest.mark.parametrize("protocol", ["mcp", "a2a"])
+def test_servers_are_gone_when_the_run_fails(protocol, fake_model_config, tmp_path, served_urls):
+    with ScriptedChatServer(lambda p: {"status": 500}) as srv:
+        cfg = fake_model_config(srv.base_url)
+        cfg["protocols"], cfg["frameworks"] = [protocol], ["langchain"]
+        trace = run(cfg, tmp_path)
+    assert trace.status == "error" and trace.error_class == "provider_error"
+    assert served_urls and all(refuses_connections(u) for u in served_urls)
+
+
+def test_a2a_timeout_is_a_row_and_stops_the_agent(fake_model_config, tmp_path):
+    with ScriptedChatServer(lambda p: {"content": "slow", "sleep": 3}) as srv:
+        cfg = fake_model_config(srv.base_url, timeout_s=1)
+        cfg["protocols"], cfg["frameworks"] = ["a2a"], ["langgraph"]
+        trace = run(cfg, tmp_path)
+    assert trace.status == "timeout"
+    assert len(srv.requests) == 1  # the agent's node did not go on after the run ended
+
+
+@pytest.mark.parametrize("protocol", ["standard", "a2a"])
+def test_hierarchical_shape_decomposes_dispatches_synthesises(
+    protocol, fake_model_config, tmp_path
+):
+    def respond(payload):
+        text = last_user_text(payload)
+        if "Split the task" in text:
+            return {"content": "1. Find the flights page.\n2. Compare the prices.\n3. Extra."}
+        if "Your subtask:" in text:
+            return {"content": "Did: " + text.split("Your subtask:")[1].split("\n")[0].strip()}
+        return {"content": "Final report."}
+
+    with ScriptedChatServer(respond) as srv:
+        cfg = fake_model_config(srv.base_url)
+        cfg["protocols"], cfg["frameworks"] = [protocol], ["semantic_kernel"]
+        cfg["workflow"] = {
+            "shape": "hierarchical",
+            "max_subtasks": 2,
+            "nodes": [
+                {"name": "decompose", "prompt": "config/prompts/decompose.md",
+                 "output_key": "subtasks"},
+                {"name": "worker", "prompt": "config/prompts/worker.md",
+                 "output_key": "worker_report", "use_tools": True},
+                {"name": "synthesise", "prompt": "config/prompts/synthesise.md",
+                 "output_key": "final_report"},
+            ],
+        }  # fmt: skip
+        trace = run(cfg, tmp_path)
+    assert trace.status == "ok", trace.error_message
+    assert trace.workflow_shape == "hierarchical"
+    assert [(n.node, n.step) for n in trace.node_outputs] == [
+        ("decompose", 1), ("worker", 1), ("worker", 2), ("synthesise", 1),
+    ]  # fmt: skip
+    assert [n.text for n in trace.node_outputs[1:3]] == [
+        "Did: Find the flights page.", "Did: Compare the prices.",
+    ]  # fmt: skip
+    synth_prompt = last_user_text(srv.requests[-1])
+    assert "Did: Find the flights page." in synth_prompt and "Did: Compare" in synth_prompt
+    # under a2a exactly the subtasks travel to the worker agent
+    assert trace.protocol_calls == (2 if protocol == "a2a" else 0)
+
+
+def test_prompt_format_wraps_prompts_in_the_protocol_message(fake_model_config, tmp_path):
+    with ScriptedChatServer(lambda p: {"content": "ok"}) as srv:
+        cfg = fake_model_config(srv.base_url, max_steps=1)
+        cfg["protocols"], cfg["frameworks"] = ["mcp"], ["langgraph"]
+        cfg["protocol_options"] = {"mcp": {"prompt_format": True}}
+        trace = run(cfg, tmp_path)
+    assert trace.prompt_format
+    wrapped = json.loads(last_user_text(srv.requests[0]))
+    assert wrapped["jsonrpc"] == "2.0" and wrapped["method"] == "sampling/createMessage"
+    assert trace.task_text in wrapped["params"]["messages"][0]["content"]["text"]
