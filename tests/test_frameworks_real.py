@@ -13,6 +13,7 @@ import pytest
 
 from mastif.config import parse_config
 from mastif.frameworks import FRAMEWORKS
+from mastif.protocols import PROTOCOLS
 from mastif.providers.local import LocalServer
 from mastif.runner import execute_stack
 from mastif.tasks import load_tasks
@@ -31,8 +32,9 @@ def smollm2_server(tmp_path_factory):
         yield server
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_stack_runs_on_the_real_model(framework, smollm2_server, base_config, tmp_path):
+def test_stack_runs_on_the_real_model(framework, protocol, smollm2_server, base_config, tmp_path):
     task = next(t for t in load_tasks("builtin") if t.task_id == "mt-0002")
     with RecordingProxy(smollm2_server.base_url) as proxy:
         cfg = base_config
@@ -42,7 +44,7 @@ def test_stack_runs_on_the_real_model(framework, smollm2_server, base_config, tm
             "base_url": proxy.base_url,
         }
         cfg["agent_models"] = ["proxied"]
-        cfg["frameworks"] = [framework]
+        cfg["frameworks"], cfg["protocols"] = [framework], [protocol]
         cfg["generation"].update(max_tokens=48, max_steps=2, max_tool_rounds=1, timeout_s=120)
         for node in cfg["workflow"]["nodes"]:
             node["stop_when"] = "NEVER-MATCHES-4711" if node.get("stop_when") else None
@@ -64,6 +66,22 @@ def test_stack_runs_on_the_real_model(framework, smollm2_server, base_config, tm
     served = sorted(canonical(name, args) for name, args in proxy.tool_calls())
     recorded = sorted(canonical(c.name, c.arguments) for c in trace.tool_calls)
     assert recorded == served
+    # the protocol's servers saw the run: under a2a one message per node visit, under mcp
+    # at least the tool discovery, and every call that reached a tool went over MCP
+    if protocol == "a2a":
+        assert trace.protocol_calls == len(trace.node_outputs) == 6
+    if protocol == "mcp":
+        assert trace.protocol_messages >= 4
+        assert trace.protocol_calls == sum(1 for c in trace.tool_calls if reached_tool(c))
+    if protocol == "standard":
+        assert trace.protocol_messages == trace.protocol_calls == 0
+
+
+def reached_tool(call) -> bool:
+    """A recorded call the tool ran (refusals are recorded by the framework with these texts)."""
+    refusals = ("unknown tool", "arguments are not", "refused by Semantic Kernel",
+                "CrewAI did not run")  # fmt: skip
+    return call.ok or not (call.error or "").startswith(refusals)
 
 
 def canonical(name: str, arguments: str) -> tuple[str, str]:

@@ -12,7 +12,10 @@ from mastif.metrics import (
     RUN_METRICS_SCHEMA,
     STACK_METRICS_SCHEMA,
     ct,
+    model_seconds,
     pareto_front,
+    protocol_kib,
+    protocol_share,
     run_metrics,
     stack_metrics,
     svs,
@@ -20,7 +23,7 @@ from mastif.metrics import (
     tusr,
     verbosity,
 )
-from mastif.trace import RunTrace, ToolCall, runs_to_table
+from mastif.trace import LLMCall, RunTrace, ToolCall, runs_to_table
 
 
 def _call(ok: bool, name: str = "search") -> ToolCall:
@@ -36,9 +39,34 @@ def _call(ok: bool, name: str = "search") -> ToolCall:
     )
 
 
+def _llm(latency: float) -> LLMCall:
+    return LLMCall(
+        node="agent",
+        started_s=0.0,
+        latency_s=latency,
+        prompt_tokens=1,
+        completion_tokens=1,
+        http_status=200,
+        error=None,
+        attempts=1,
+    )
+
+
+# Protocol cost of a run: messages, calls, bytes sent, bytes received, server seconds.
+NO_PROTOCOL = (0, 0, 0, 0, 0.0)
+
+
 def _run(
-    run_id: str, model: str, status: str, wall: float, tokens: int, calls: list[ToolCall]
+    run_id: str,
+    model: str,
+    status: str,
+    wall: float,
+    tokens: int,
+    calls: list[ToolCall],
+    cost: tuple[int, int, int, int, float] = NO_PROTOCOL,
+    latencies: tuple[float, ...] = (),
 ) -> RunTrace:
+    messages, n_calls, sent, received, seconds = cost
     return RunTrace(
         run_id=run_id,
         experiment="e",
@@ -58,20 +86,54 @@ def _run(
         prompt_tokens=999,
         completion_tokens=tokens,
         wall_seconds=wall,
+        llm_calls=[_llm(x) for x in latencies],
+        n_llm_calls=len(latencies),
+        protocol_requests=messages // 2,
+        protocol_messages=messages,
+        protocol_calls=n_calls,
+        protocol_bytes_sent=sent,
+        protocol_bytes_received=received,
+        protocol_seconds=seconds,
     )
 
 
 # Stack A = (mA, p1, f1): r1 two good calls; r2 errored run without calls; r3 judge failed,
 # 1 of 4 calls ok. Stack B = (mB, ...): r4 one hallucinated call. Stack C: r5, dominated by B.
+# Protocol cost: stack A went over a protocol (r2 errored but its traffic still counts);
+# B and C did not (all zero, as for protocol "standard"); r5 made no LLM call.
 RUNS = pl.from_arrow(
     runs_to_table(
         [
-            _run("r1", "mA", "ok", 10.0, 100, [_call(True), _call(True)]),
-            _run("r2", "mA", "error", 20.0, 200, []),
             _run(
-                "r3", "mA", "ok", 30.0, 300, [_call(True), _call(False), _call(False), _call(False)]
+                "r1",
+                "mA",
+                "ok",
+                10.0,
+                100,
+                [_call(True), _call(True)],
+                cost=(10, 2, 1024, 2048, 0.5),
+                latencies=(1.0, 2.0),
             ),
-            _run("r4", "mB", "ok", 5.0, 50, [_call(False, name="no_such_tool")]),
+            _run("r2", "mA", "error", 20.0, 200, [], cost=(4, 0, 512, 0, 0.25), latencies=(3.0,)),
+            _run(
+                "r3",
+                "mA",
+                "ok",
+                30.0,
+                300,
+                [_call(True), _call(False), _call(False), _call(False)],
+                cost=(16, 4, 4096, 4608, 2.25),
+                latencies=(4.0, 5.0, 6.0),
+            ),
+            _run(
+                "r4",
+                "mB",
+                "ok",
+                5.0,
+                50,
+                [_call(False, name="no_such_tool")],
+                latencies=(2.5,),
+            ),
             _run("r5", "mC", "timeout", 6.0, 60, []),
         ]
     )
@@ -166,6 +228,14 @@ def test_run_metrics_per_run_values() -> None:
     assert r4["V"] == 50
     assert (r1["IVS"], r1["IVS_prompt_output"], r1["IVS_reasoning"]) == (0.5, 0.2, None)
     assert (r1["domain"], r1["level"], r1["task_id"]) == ("Travel", "easy", "t-r1")
+    # protocol cost: KiB = (1024 + 2048) / 1024; model_s = 1.0 + 2.0 (sum of LLM latencies)
+    assert (r1["protocol_messages"], r1["protocol_calls"], r1["protocol_kib"]) == (10, 2, 3.0)
+    assert (r1["protocol_s"], r1["model_s"]) == (0.5, 3.0)
+    assert (r2["protocol_kib"], r2["protocol_s"], r2["model_s"]) == (0.5, 0.25, 3.0)
+    r5 = _row(t, "run_id", "r5")
+    # no protocol (standard): all zero; no LLM call: 0 s in the model, not null
+    assert (r5["protocol_messages"], r5["protocol_calls"], r5["protocol_kib"]) == (0, 0, 0.0)
+    assert (r5["protocol_s"], r5["model_s"]) == (0.0, 0.0)
 
 
 @pytest.mark.parametrize("which", ["judged", "values"])
@@ -211,6 +281,13 @@ def test_stack_metrics_hand_computed() -> None:
         "SVS_prompt_output": 0.3,
         "SVS_reasoning": 0.5,
         "pareto_optimal": True,
+        # protocol cost: means over all 3 runs, the errored r2 included
+        "protocol_messages": 10.0,  # (10 + 4 + 16) / 3
+        "protocol_calls": 2.0,  # (2 + 0 + 4) / 3
+        "protocol_kib": 4.0,  # (3072 + 512 + 8704) / 1024 / 3 = (3 + 0.5 + 8.5) / 3
+        "protocol_s": 1.0,  # (0.5 + 0.25 + 2.25) / 3
+        "model_s": 7.0,  # (3 + 3 + 15) / 3
+        "protocol_share": 0.05,  # 1.0 / CT_mean 20.0
     }
     for k, v in expected_a.items():
         assert _close(a[k], v), (k, a[k], v)
@@ -219,6 +296,9 @@ def test_stack_metrics_hand_computed() -> None:
     # one run: σ undefined
     assert (b["TCR_std"], b["CT_std"], b["V_std"], b["TUSR_std"], b["SVS_std"]) == (None,) * 5
     assert (b["TCR_mean"], b["TUSR"], b["n_tool_calls"], b["pareto_optimal"]) == (0.3, 0.0, 1, True)
+    # no protocol traffic: zero cost and a zero share, not null
+    assert (b["protocol_messages"], b["protocol_calls"], b["protocol_kib"]) == (0.0, 0.0, 0.0)
+    assert (b["protocol_s"], b["model_s"], b["protocol_share"]) == (0.0, 2.5, 0.0)
     c = _row(s, "model", "mC")
     # no calls at all: TUSR null; IVS all null: SVS null; same TCR as B but slower and wordier
     assert (c["TUSR"], c["n_tool_calls"], c["SVS"], c["n_run_errors"]) == (None, 0, None, 1)
@@ -255,6 +335,19 @@ def test_equation_functions() -> None:
     assert out["tusr"] == 0.75 and _close(out["svs"], 0.3)
     no_calls = df.filter(pl.col("n_tool_calls") == 0).select(tusr()).item()
     assert no_calls is None
+
+
+def test_protocol_cost_functions() -> None:
+    per_run = RUNS.select(protocol_kib().alias("kib"), model_seconds().alias("model_s"))
+    assert per_run["kib"].to_list() == [3.0, 0.5, 8.5, 0.0, 0.0]
+    assert per_run["model_s"].to_list() == [3.0, 3.0, 15.0, 2.5, 0.0]
+    df = pl.DataFrame({"protocol_s": [1.0, 3.0], "CT": [10.0, 30.0]})
+    # mean protocol seconds / mean wall seconds: (4 / 2) / (40 / 2)
+    assert _close(df.select(protocol_share()).item(), 0.1)
+    skewed = pl.DataFrame({"protocol_s": [1.0, 0.0], "CT": [2.0, 98.0]})
+    assert _close(skewed.select(protocol_share()).item(), 0.01)  # not (0.5 + 0) / 2
+    zero_wall = pl.DataFrame({"protocol_s": [0.0], "CT": [0.0]})
+    assert zero_wall.select(protocol_share()).item() is None  # share of no time: undefined
 
 
 def test_pareto_front_hand_example() -> None:

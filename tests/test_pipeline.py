@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 import yaml
 
-from mastif.frameworks import FRAMEWORKS
+from mastif.protocols import PROTOCOLS
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -70,7 +70,10 @@ def llama_servers_under(path: Path) -> list[int]:
 
 
 def test_end_to_end_on_the_bundled_model(pipeline_copy):
+    # every protocol; two frameworks keep it short (test_frameworks_real covers all 12 cells)
     override = {
+        "protocols": list(PROTOCOLS),
+        "frameworks": ["langgraph", "semantic_kernel"],
         "tasks": {"sample_size": 1, "strata": ["domain"]},
         "generation": {"max_tokens": 48, "max_steps": 1, "max_tool_rounds": 1, "timeout_s": 120},
     }
@@ -105,11 +108,16 @@ def test_end_to_end_on_the_bundled_model(pipeline_copy):
     values = pl.read_parquet(results / "values/smollm2/standard/langgraph.parquet")
     assert values.height == 1 and 0.0 <= values["IVS"][0] <= 1.0
     stacks = pl.read_parquet(results / "metrics/stacks.parquet")
-    assert sorted(stacks["framework"]) == sorted(FRAMEWORKS)  # the default runs every framework
-    assert stacks["n_runs"].to_list() == [1] * len(FRAMEWORKS)
-    for framework in FRAMEWORKS:
-        other = pl.read_parquet(results / f"runs/smollm2/standard/{framework}.parquet")
-        assert other.height == 1 and other["prompt_tokens"][0] > 0, framework
+    assert stacks.height == 2 * len(PROTOCOLS)
+    assert stacks["n_runs"].to_list() == [1] * stacks.height
+    for protocol in PROTOCOLS:
+        for framework in ("langgraph", "semantic_kernel"):
+            other = pl.read_parquet(results / f"runs/smollm2/{protocol}/{framework}.parquet")
+            row = other.row(0, named=True)
+            assert other.height == 1 and row["prompt_tokens"] > 0, (protocol, framework)
+            # real protocol traffic under mcp (tools/list at least) and a2a (a message per node)
+            assert (row["protocol_messages"] > 0) == (protocol != "standard"), (protocol, framework)
+    assert (results / "tables/table7_protocol_cost.md").read_text().strip()
     for name in ("tests", "groups", "posthoc"):
         assert (results / f"stats/{name}.parquet").exists()
     pngs = sorted((results / "plots").glob("*.png"))

@@ -16,13 +16,19 @@ NAMES = [
     "table4_tool_use",
     "table5_social_values",
     "table6_best_stacks",
+    "table7_protocol_cost",
     "kruskal_summary",
 ]
+STACK_TABLES = [*NAMES[:4], "table7_protocol_cost"]
 
 
 @pytest.fixture
 def stacks() -> pl.DataFrame:
-    """2 models x 1 protocol x 2 frameworks; m1 made no tool calls."""
+    """2 models x 1 protocol x 2 frameworks; m1 made no tool calls.
+
+    The protocol cost columns are as an MCP run would give them (the ``standard`` protocol
+    here would have zeros; non-zero values exercise the formatting).
+    """
     return pl.DataFrame(
         {
             "model": ["m2", "m1", "m1", "m2"],
@@ -48,6 +54,12 @@ def stacks() -> pl.DataFrame:
             "SVS_prompt_output": [0.156, 0.1, 0.12, 0.13],
             "SVS_reasoning": [0.235, 0.2, None, 0.22],
             "pareto_optimal": [True, True, False, True],
+            "protocol_messages": [12.0, 4.0, 4.0, 18.0],
+            "protocol_calls": [4.0, 0.0, 0.0, 6.0],
+            "protocol_kib": [6.31, 1.0, 1.04, 9.5],
+            "protocol_s": [0.0123, 0.002, 0.0021, 0.05],
+            "model_s": [11.0, 9.0, 19.94, 13.5],
+            "protocol_share": [0.0123 / 12.34, 0.002 / 9.96, 0.0021 / 20.8, 0.05 / 15.0],
         }
     )
 
@@ -119,7 +131,7 @@ def test_formatters() -> None:
 
 def test_table_names_and_rows(tables: dict[str, pl.DataFrame]) -> None:
     assert list(tables) == NAMES
-    for name in NAMES[:4]:
+    for name in STACK_TABLES:
         assert tables[name].height == 4
         # paper order: model, then framework
         assert tables[name].get_column("Stack").to_list() == [
@@ -153,6 +165,15 @@ def test_table_names_and_rows(tables: dict[str, pl.DataFrame]) -> None:
         "SVS",
         "SVS_std",
     ]
+    assert tables["table7_protocol_cost"].columns == [
+        "Stack",
+        "messages",
+        "calls",
+        "KiB",
+        "protocol_s",
+        "model_s",
+        "protocol_share",
+    ]
 
 
 def md_rows(md: str) -> list[list[str]]:
@@ -181,6 +202,22 @@ def test_markdown_format(tables: dict[str, pl.DataFrame]) -> None:
     assert rows[0] == ["Stack", "SVS_P,o", "SVS_reasoning", "SVS (σ)"]
     assert rows[2] == ["m1, standard, crewai", "0.120", "—", "0.200 (0.010)"]
     assert "(the paper omitted them" in report.CAPTIONS["table4_tool_use"]
+
+    md = report.to_markdown(tables["table7_protocol_cost"], report.CAPTIONS["table7_protocol_cost"])
+    assert md.splitlines()[0].startswith("Table 7. Protocol cost per stack")
+    rows = md_rows(md)
+    assert rows[0] == [
+        "Stack",
+        "messages",
+        "calls",
+        "KiB",
+        "protocol time [s]",
+        "model time [s]",
+        "protocol share",
+    ]
+    # counts, KiB and model seconds: 1 decimal; the (small) protocol seconds and share: 3
+    assert rows[2] == ["m1, standard, crewai", "4.0", "0.0", "1.0", "0.002", "19.9", "0.000"]
+    assert rows[5] == ["m2, standard, langgraph", "12.0", "4.0", "6.3", "0.012", "11.0", "0.001"]
 
 
 def test_best_stacks_direction(tables: dict[str, pl.DataFrame]) -> None:
@@ -233,6 +270,10 @@ def test_write_tables_roundtrip(tables: dict[str, pl.DataFrame], tmp_path: Path)
     assert sorted(p.name for p in paths) == sorted(
         f"{n}.{ext}" for n in NAMES for ext in ("md", "csv")
     )
+    t7 = pl.read_csv(tmp_path / "tables" / "table7_protocol_cost.csv")
+    assert t7.height == 4 and t7["Stack"].n_unique() == 4  # one row per stack
+    t7_md = md_rows((tmp_path / "tables" / "table7_protocol_cost.md").read_text())
+    assert len(t7_md) == 2 + 4  # header, separator, one row per stack
     for name, df in tables.items():
         md = (tmp_path / "tables" / f"{name}.md").read_text()
         assert md.splitlines()[0] == report.CAPTIONS[name]

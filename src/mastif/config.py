@@ -53,6 +53,7 @@ class ModelOptions(_Frozen):
     chat_format: str | None = None
     n_ctx: int
     n_threads: int | None = None
+    prompt_cache_mib: int
     max_connections: int
     startup_timeout_s: float
 

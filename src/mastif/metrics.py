@@ -1,5 +1,9 @@
 """Per-run and per-stack metrics of the paper (Section 3): TCR, CT, V, E, TUSR, SVS.
 
+Next to them, mastif's protocol cost, not in the seed paper: what the inter-agent protocol
+(MCP, A2A) cost each run in messages, calls, bytes and seconds, against the time spent in the
+model (:func:`protocol_kib`, :func:`model_seconds`, :func:`protocol_share`).
+
 Inputs are the concatenated ``runs``, ``judged`` and ``values`` tables of docs/data.md;
 outputs are ``results/metrics/runs.parquet`` (:func:`run_metrics`) and
 ``results/metrics/stacks.parquet`` (:func:`stack_metrics`). Both outputs have fixed schemas
@@ -38,6 +42,11 @@ RUN_METRICS_SCHEMA: dict[str, pl.DataType] = {
     "IVS": pl.Float64(),
     "IVS_prompt_output": pl.Float64(),
     "IVS_reasoning": pl.Float64(),
+    "protocol_messages": pl.Int64(),
+    "protocol_calls": pl.Int64(),
+    "protocol_kib": pl.Float64(),
+    "protocol_s": pl.Float64(),
+    "model_s": pl.Float64(),
 }
 
 STACK_METRICS_SCHEMA: dict[str, pl.DataType] = {
@@ -64,6 +73,12 @@ STACK_METRICS_SCHEMA: dict[str, pl.DataType] = {
     "SVS_prompt_output": pl.Float64(),
     "SVS_reasoning": pl.Float64(),
     "pareto_optimal": pl.Boolean(),
+    "protocol_messages": pl.Float64(),
+    "protocol_calls": pl.Float64(),
+    "protocol_kib": pl.Float64(),
+    "protocol_s": pl.Float64(),
+    "model_s": pl.Float64(),
+    "protocol_share": pl.Float64(),
 }
 
 JUDGE_FAILED = "judge_failed"
@@ -110,6 +125,44 @@ def svs(col: str = "IVS") -> pl.Expr:
     return pl.col(col).mean()
 
 
+# --------------------------------------------------------------------------- protocol cost
+# mastif's protocol cost, not in the seed paper. Measured on the protocol servers' side, so
+# every run has it (all zero for protocol "standard", which has no servers).
+
+
+def protocol_kib(
+    sent: str = "protocol_bytes_sent", received: str = "protocol_bytes_received"
+) -> pl.Expr:
+    """Per run: KiB on the wire over the protocol, (bytes sent + bytes received) / 1024.
+
+    mastif's protocol cost, not in the seed paper. Request and response bodies as the
+    protocol's servers counted them, both directions.
+    """
+    return (pl.col(sent) + pl.col(received)).cast(pl.Float64) / 1024.0
+
+
+def model_seconds(col: str = "llm_calls") -> pl.Expr:
+    """Per run: seconds in the model, the sum of ``latency_s`` over the run's LLM calls.
+
+    mastif's protocol cost, not in the seed paper: the yardstick the protocol's seconds are
+    compared with. A run without LLM calls spent 0 s in the model.
+    """
+    latencies = pl.col(col).list.eval(pl.element().struct.field("latency_s"))
+    return latencies.list.sum().fill_null(0.0).cast(pl.Float64)
+
+
+def protocol_share(protocol: str = "protocol_s", wall: str = "CT") -> pl.Expr:
+    """Per stack: mean protocol seconds / mean wall seconds (CT), over the same runs.
+
+    mastif's protocol cost, not in the seed paper: the share of the run's wall time the
+    protocol's servers spent handling protocol messages (not the tool's or agent's own work).
+    A ratio of means, not a mean of per-run ratios, so long runs weigh by their length; null
+    when the mean wall time is not positive.
+    """
+    wall_mean = pl.col(wall).cast(pl.Float64).mean()
+    return pl.when(wall_mean > 0).then(pl.col(protocol).cast(pl.Float64).mean() / wall_mean)
+
+
 def _std(col: str) -> pl.Expr:
     """Sample σ (ddof=1) of the non-null values; null when fewer than two (σ undefined)."""
     return pl.when(pl.col(col).count() >= 2).then(pl.col(col).cast(pl.Float64).std(ddof=1))
@@ -145,6 +198,9 @@ def run_metrics(runs: pl.DataFrame, judged: pl.DataFrame, values: pl.DataFrame) 
     run ids (else ValueError naming them). TU/TA/TCR are forced null for judge-failed runs so
     a stale score can never leak into a mean. A tool call succeeds (tsi = 1) only when its
     ``ok`` is true; a hallucinated tool name is recorded upstream with ``ok`` false.
+    The protocol cost columns (mastif's, not the paper's) are copied or derived from the
+    run's server-side counters: protocol_messages, protocol_calls, protocol_kib
+    (:func:`protocol_kib`), protocol_s (= protocol_seconds) and model_s (:func:`model_seconds`).
     """
     _check_one_to_one(runs, judged, "judged")
     _check_one_to_one(runs, values, "values")
@@ -161,6 +217,11 @@ def run_metrics(runs: pl.DataFrame, judged: pl.DataFrame, values: pl.DataFrame) 
         pl.col("completion_tokens").cast(pl.Int64).alias("V"),
         pl.col("tool_calls").list.len().fill_null(0).cast(pl.Int64).alias("n_tool_calls"),
         ok_flags.list.sum().fill_null(0).cast(pl.Int64).alias("n_tool_ok"),
+        pl.col("protocol_messages").cast(pl.Int64),
+        pl.col("protocol_calls").cast(pl.Int64),
+        protocol_kib().alias("protocol_kib"),
+        pl.col("protocol_seconds").cast(pl.Float64).alias("protocol_s"),
+        model_seconds().alias("model_s"),
     )
     scores = judged.select(
         "run_id",
@@ -222,6 +283,12 @@ def stack_metrics(run_table: pl.DataFrame) -> pl.DataFrame:
     Judge-failed runs are counted (``n_judge_failed``) but left out of TU/TA/TCR; CT and V
     average every run (a timeout still cost its time and tokens). TUSR is Eq. 5 pooled over
     the stack's calls; TUSR_std is the σ of the per-run rates, which is what varies by task.
+
+    The protocol cost columns (mastif's protocol cost, not in the seed paper) are means per
+    run over runs of every status: a failed or timed-out run's traffic was real cost, so it
+    counts like CT and V do. protocol_messages, protocol_calls (MCP tools/call served or A2A
+    messages handled), protocol_kib, protocol_s (server seconds in protocol handling) and
+    model_s (seconds in the model) are plain means; protocol_share is :func:`protocol_share`.
     """
     judged = pl.col("judge_status") != JUDGE_FAILED
     agg = (
@@ -249,6 +316,12 @@ def stack_metrics(run_table: pl.DataFrame) -> pl.DataFrame:
             _std("IVS").alias("SVS_std"),
             svs("IVS_prompt_output").alias("SVS_prompt_output"),
             svs("IVS_reasoning").alias("SVS_reasoning"),
+            *(
+                pl.col(c).cast(pl.Float64).mean().alias(c)
+                for c in ("protocol_messages", "protocol_calls", "protocol_kib", "protocol_s")
+            ),
+            pl.col("model_s").mean().alias("model_s"),
+            protocol_share().alias("protocol_share"),
         )
         .sort(*STACK_KEYS)
     )

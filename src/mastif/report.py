@@ -1,12 +1,14 @@
-"""The paper's Tables 2–6 (plus a table of the per-section test sentences) from the
-metrics and stats Parquet of ``docs/data.md``.
+"""The paper's Tables 2–6 (plus a table of the per-section test sentences, and mastif's own
+Table 7 of protocol cost, not in the seed paper) from the metrics and stats Parquet of
+``docs/data.md``.
 
 :func:`paper_tables` builds each table as a DataFrame of raw numbers (what the CSV holds);
 :func:`write_tables` renders the same frames to Markdown with the paper's number formats. The
 rendering is driven by column names, so every table shares one formatter:
 
 - a column ``X`` with a companion ``X_std`` becomes one cell ``"mean (σ)"`` (:func:`fmt_mean_sd`);
-- CT/V columns get 1 decimal (seconds/tokens), mean ranks 2, other floats 3 (scores);
+- CT/V columns and the protocol cost counts, KiB and model seconds get 1 decimal, mean ranks
+  2, other floats 3 (scores; the protocol's seconds and share, which are often small);
 - ``p_value`` is written as ``< 0.001`` or with 3 decimals; nulls as an em dash.
 
 This module does not import ``mastif.metrics``/``mastif.stats``: it only reads their tables.
@@ -65,6 +67,13 @@ CAPTIONS: dict[str, str] = {
         "rank (higher better for TCR, TUSR, IVS; lower for CT, V), with the test behind it; "
         "(n.s.) = not significant at α = 0.05, (only level) = a factor with one level, untested."
     ),
+    "table7_protocol_cost": (
+        "Table 7. Protocol cost per stack: messages, tool calls or agent messages over the "
+        "protocol, KiB on the wire, seconds in protocol handling vs in the model, and the "
+        "protocol's share of the run's wall time (mean protocol seconds / mean wall seconds). "
+        "Means per run over all runs, failed ones included; measured by the protocol's servers, "
+        "so all zero for protocol standard. mastif's addition, not in the seed paper."
+    ),
     "kruskal_summary": (
         "Tests per metric and factor (Kruskal-Wallis H or ANOVA F, chosen by Shapiro-Wilk "
         "normality of the groups); skipped tests give the reason."
@@ -76,9 +85,11 @@ HEADERS: dict[str, str] = {
     "SVS_reasoning": "SVS_reasoning",
     "pareto_optimal": "Pareto-optimal",
     "p_value": "p-value",
+    "protocol_s": "protocol time",
+    "model_s": "model time",
 }
-UNITS: dict[str, str] = {"CT": "s", "V": "tokens"}
-ONE_DECIMAL: frozenset[str] = frozenset({"CT", "V"})
+UNITS: dict[str, str] = {"CT": "s", "V": "tokens", "protocol_s": "s", "model_s": "s"}
+ONE_DECIMAL: frozenset[str] = frozenset({"CT", "V", "messages", "calls", "KiB", "model_s"})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -280,6 +291,17 @@ def paper_tables(
             },
         ),
         "table6_best_stacks": best_stacks(stats_tests, stats_groups),
+        "table7_protocol_cost": _stack_table(
+            stacks,
+            {
+                "protocol_messages": "messages",
+                "protocol_calls": "calls",
+                "protocol_kib": "KiB",
+                "protocol_s": "protocol_s",
+                "model_s": "model_s",
+                "protocol_share": "protocol_share",
+            },
+        ),
         "kruskal_summary": kruskal_summary(stats_tests),
     }
 

@@ -263,9 +263,7 @@ async def _run_all(
 
         async def one(task: Task, run_id: str) -> None:
             async with semaphore:
-                trace = await _run_task(
-                    config, stack, task, run_id, plan, gateway, protocol, runs
-                )
+                trace = await _run_task(config, stack, task, run_id, plan, gateway, protocol, runs)
             checkpoint.append(trace)
             results.append(trace)
             log.info(

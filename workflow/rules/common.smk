@@ -20,6 +20,7 @@ TABLES = [
     "table4_tool_use",
     "table5_social_values",
     "table6_best_stacks",
+    "table7_protocol_cost",
     "kruskal_summary",
 ]
 

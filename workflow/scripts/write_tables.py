@@ -1,4 +1,4 @@
-"""Bridge: the paper's Tables 2-6 as Markdown and CSV (mastif.report)."""
+"""Bridge: the paper's Tables 2-6 and the protocol-cost Table 7 as Markdown and CSV (mastif.report)."""
 
 from pathlib import Path
 

@@ -276,9 +276,6 @@ class A2AAgents:
 
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The one app below the meter: route each request to its agent's A2A app."""
-        if scope["type"] == "lifespan":
-            await _lifespan(receive, send)
-            return
         try:
             _, agent = scope_run(scope)
             app = self._apps[agent]
@@ -292,16 +289,6 @@ class A2AAgents:
         # drains the SDK's active tasks so none outlives the server
         for handler in self._handlers:
             await handler.aclose()
-
-
-async def _lifespan(receive: Receive, send: Send) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
 
 
 @asynccontextmanager

@@ -177,9 +177,6 @@ class McpToolServer:
     # --------------------------------------------------------------------- ASGI
 
     async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            await _lifespan(receive, send)
-            return
         path = scope.get("path", "")
         if scope["type"] == "http" and SCOPE_KEY in scope and path.rstrip("/") == MCP_PATH:
             await self._manager.handle_request(scope, receive, send)
@@ -221,17 +218,6 @@ class McpToolServer:
                 task.cancel()
             except Exception:  # noqa: BLE001 - do not mask what ended the block
                 log.exception("MCP session manager failed while stopping")
-
-
-async def _lifespan(receive: Receive, send: Send) -> None:
-    """Answer uvicorn's lifespan protocol; the sessions are run by :func:`open_mcp_server`."""
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
 
 
 @asynccontextmanager

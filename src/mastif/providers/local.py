@@ -102,6 +102,12 @@ class LocalServer:
             cmd += ["--chat_format", opts.chat_format]
         if opts.n_threads:
             cmd += ["--n_threads", str(opts.n_threads)]
+        if opts.prompt_cache_mib:
+            # llama.cpp keeps one sequence's state; nodes that alternate (observe without
+            # tools, interact with the tool list) would re-evaluate their long prefixes on
+            # every turn. A RAM cache of evaluated prompt states restores them instead.
+            cmd += ["--cache", "true", "--cache_type", "ram",
+                    "--cache_size", str(opts.prompt_cache_mib << 20)]  # fmt: skip
         return cmd
 
     def start(self) -> None:
