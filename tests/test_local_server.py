@@ -16,6 +16,7 @@ import pytest
 
 from mastif.config import parse_config
 from mastif.providers import Gateway, open_endpoint
+from mastif.providers.gateway import normalise_request
 from mastif.providers.local import LocalServer, ServerStartError, resolve_gguf
 
 REPO = Path(__file__).resolve().parents[1]
@@ -207,3 +208,30 @@ def test_llama_server_mends_the_chat_handler():
     assert 'functions.f:\n// Use f for sums\n{"properties": {"x": {"type": "integer"}}' in prompt
     message = result["message"]
     assert message["tool_calls"] and "function_call" not in message  # 5. no stray legacy field
+
+
+def test_gateway_joins_tool_content_parts_for_llama_cpp(smollm2_spec, tmp_path):
+    """A tool result as a list of text parts (langchain-mcp-adapters sends MCP results so):
+    a 500 from llama.cpp itself, a 200 via the gateway, with the parts' text."""
+    messages = [
+        {"role": "user", "content": "What time is it?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "datetime", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1",
+         "content": [{"type": "text", "text": "2026-12-01"}, {"type": "text", "text": "T10:00Z"}]},
+    ]  # fmt: skip
+    body = {"messages": messages, "max_tokens": 4}
+    assert normalise_request(json.loads(json.dumps(body)), "local")["messages"][2]["content"] == (
+        "2026-12-01T10:00Z"
+    )
+    with open_endpoint("smollm2", smollm2_spec, tmp_path / "s.log") as endpoint:
+        direct = httpx.post(f"{endpoint.base_url}/chat/completions", json=body, timeout=60)
+        assert direct.status_code == 500
+        with Gateway(endpoint) as gw:
+            url = f"{gw.base_url_for('run1', 'interact')}/chat/completions"
+            assert httpx.post(url, json=body, timeout=60).status_code == 200

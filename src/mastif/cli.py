@@ -36,6 +36,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
         pl.col("completion_tokens").sum(),
         pl.col("wall_seconds").mean().round(2).alias("mean_wall_s"),
         pl.col("tool_calls").list.len().sum().alias("tool_calls"),
+        pl.col("protocol_messages").sum(),
+        pl.col("protocol_calls").sum(),
     )
     with pl.Config(tbl_rows=100, tbl_cols=20):
         print(summary.sort("model", "protocol", "framework", "status"))

@@ -161,6 +161,7 @@ async def _run_task(
     protocol.attach(run_id, ctx)
     runs[run_id] = ctx
     t0 = time.perf_counter()
+    delegation = [0.0]  # seconds the orchestrator waited on A2A exchanges
     status, error_class, error_message, final = "ok", None, None, ""
     try:
         async with AsyncExitStack() as stack_:
@@ -170,7 +171,13 @@ async def _run_task(
                 stack_.push_async_callback(client.aclose)
 
                 async def over_a2a(node: PlannedNode, step: int, prompt: str) -> str:
-                    return await client.send(node.name, prompt, {"node": node.name, "step": step})
+                    # timed at the orchestrator: client SDK, transport and server, all of it
+                    t_send = time.perf_counter()
+                    try:
+                        data = {"node": node.name, "step": step}
+                        return await client.send(node.name, prompt, data)
+                    finally:
+                        delegation[0] += time.perf_counter() - t_send
 
             work = run_workflow(ctx, framework, over_a2a)
             final = await asyncio.wait_for(work, timeout=gen.timeout_s)
@@ -183,7 +190,7 @@ async def _run_task(
         runs.pop(run_id, None)
         await ctx.cancel_delegated()  # agents' work for a run that ended must not go on
     wall = time.perf_counter() - t0
-    cost = protocol.detach(run_id)
+    cost = protocol.detach(run_id, delegation[0] if protocol.agents is not None else None)
     calls = gateway.end_run(run_id)
     spec = config.models[stack.model]
     return RunTrace(

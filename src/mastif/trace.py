@@ -90,7 +90,9 @@ class RunTrace:
     protocol_calls: int = 0  # MCP tools/call served, or A2A messages handled by agents
     protocol_bytes_sent: int = 0  # request bodies, client -> server
     protocol_bytes_received: int = 0  # response bodies, server -> client
-    protocol_seconds: float = 0.0  # server time in protocol handling, without the work itself
+    # time in protocol handling without the work itself: MCP server-side; A2A as the
+    # orchestrator waited on its exchanges (client, transport, server) minus the agents' work
+    protocol_seconds: float = 0.0
 
     def to_row(self) -> dict[str, Any]:
         return asdict(self)

@@ -36,15 +36,21 @@ class ProtocolStats:
     calls: int = 0  # MCP tools/call served, or A2A messages the agents handled
     bytes_sent: int = 0  # request bodies, client -> server
     bytes_received: int = 0  # response bodies, server -> client
-    seconds: float = 0.0  # server time in protocol handling, excluding the tool's/agent's work
+    #: time in protocol handling, excluding the tool's/agent's own work: the servers' handling
+    #: time (MCP: the clients are the frameworks'), or for A2A the orchestrator's wait on its
+    #: exchanges (client SDK, transport and server)
+    seconds: float = 0.0
 
     @classmethod
-    def from_wire(cls, calls: int, *stats: WireStats) -> ProtocolStats:
+    def from_wire(
+        cls, calls: int, stats: list[WireStats], client_s: float | None = None
+    ) -> ProtocolStats:
         total = WireStats()
         for s in stats:
             total.add(s)
+        seconds = total.protocol_s if client_s is None else max(0.0, client_s - total.inner_s)
         return cls(total.requests, total.messages, calls, total.bytes_in, total.bytes_out,
-                   total.protocol_s)  # fmt: skip
+                   seconds)  # fmt: skip
 
 
 class ServedCallSink(Protocol):
@@ -70,7 +76,8 @@ class StackProtocol:
     def attach(self, run_id: str, sink: ServedCallSink) -> None:
         self._sinks[run_id] = sink
 
-    def detach(self, run_id: str) -> ProtocolStats:
+    def detach(self, run_id: str, client_s: float | None = None) -> ProtocolStats:
+        """The run's protocol cost; ``client_s``: the time the client side measured (A2A)."""
         self._sinks.pop(run_id, None)
         calls = 0
         if self.mcp is not None:
@@ -78,7 +85,7 @@ class StackProtocol:
         if self.agents is not None:
             calls += self.agents.messages_received(run_id)
         servers = [s for s in (self.mcp, self.agents) if s is not None]
-        return ProtocolStats.from_wire(calls, *(s.pop_stats(run_id) for s in servers))
+        return ProtocolStats.from_wire(calls, [s.pop_stats(run_id) for s in servers], client_s)
 
     def mcp_url(self, run_id: str) -> str | None:
         # one URL per run; the node a call belongs to is the run's node visit in progress
