@@ -17,10 +17,33 @@ REPO = Path(__file__).resolve().parents[1]
 def test_default_config_is_valid_and_defaults_are_filled(base_config):
     cfg = parse_config(base_config)
     assert cfg.generation.temperature == 0.7
-    assert cfg.generation.max_steps == 2  # the paper's 3 lives in config/experiments/paper.yaml
+    assert cfg.generation.max_steps == 1  # the paper's 3 lives in config/experiments/paper.yaml
     assert cfg.generation.max_tool_rounds == 1
     assert [n.name for n in cfg.workflow.nodes] == ["navigate", "observe", "interact", "report"]
     assert cfg.stacks()[0].path == "smollm2/standard/langgraph"
+    # the full grid: every protocol x every framework
+    assert len(cfg.stacks()) == 3 * 4 and cfg.workflow.shape == "linear"
+    assert {s.protocol for s in cfg.stacks()} == {"standard", "mcp", "a2a"}
+
+
+def test_protocol_options_and_hierarchical_shape_are_checked(base_config):
+    base_config["protocol_options"] = {"mcp": {"prompt_format": True}}
+    cfg = parse_config(base_config)
+    assert cfg.prompt_format_for("mcp") == "mcp" and cfg.prompt_format_for("a2a") is None
+    base_config["protocol_options"] = {"mpc": {"prompt_format": True}}
+    with pytest.raises(ConfigError, match="protocol_options"):
+        parse_config(base_config)
+    base_config["protocol_options"] = {}
+    base_config["protocols"] = ["standard", "http"]
+    with pytest.raises(ConfigError, match="protocols"):
+        parse_config(base_config)
+    base_config["protocols"] = ["a2a"]
+    base_config["workflow"]["shape"] = "hierarchical"  # with the four linear nodes
+    with pytest.raises(ConfigError, match="hierarchical shape needs exactly three nodes"):
+        parse_config(base_config)
+    hierarchical = load_config(REPO / "config/experiments/hierarchical.yaml",
+                               base=REPO / "config/config.yaml")  # fmt: skip
+    assert hierarchical.workflow.shape == "hierarchical" and len(hierarchical.stacks()) == 12
 
 
 def test_defaults_filled_when_sections_missing(base_config):

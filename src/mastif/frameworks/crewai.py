@@ -42,7 +42,8 @@ Each execution goes through ``ctx.call_tool`` on the run's event loop with the a
 the model produced them: the tool's ``run`` skips CrewAI's pydantic re-validation, which
 would coerce types, add the defaults of absent parameters and drop unknown keys (the tool
 checks its JSON schema itself, for every framework alike). A failed tool result is
-returned as a CrewAI ``ToolFailure`` (the model reads ``ERROR: <message>``).
+returned as a CrewAI ``ToolFailure`` with the tool's error text (as CrewAI's MCP tools
+return an ``isError`` result).
 
 Refused calls. A tool name that is not offered (CrewAI answers ``Tool not found``) or
 arguments that are not valid JSON (``Failed to parse tool arguments as JSON``) never reach
@@ -262,7 +263,8 @@ class GatewayTool(BaseTool):
         result = self._bridge.call_tool(self._visit, self.name, arguments)
         if result.ok:
             return result.output
-        return ToolFailure(message=f"ERROR: {result.error}", reason=ToolFailureReason.TOOL_REPORTED)
+        # the error text as is, as CrewAI's MCP tools hand on an isError result
+        return ToolFailure(message=result.error or "", reason=ToolFailureReason.TOOL_REPORTED)
 
 
 def crewai_tools(ctx: RunContext, visit: _Visit, bridge: _Bridge) -> list[GatewayTool]:

@@ -74,7 +74,8 @@ def langchain_tools(ctx: RunContext) -> list[StructuredTool]:
     def make(spec: Any) -> StructuredTool:
         async def call(**arguments: Any) -> str:
             result = await ctx.call_tool(ctx.node, ctx.step, spec.name, arguments)
-            return result.output if result.ok else f"ERROR: {result.error}"
+            # a failure reads as the tool's error text, as an MCP server's isError result does
+            return result.output if result.ok else (result.error or "")
 
         return StructuredTool(
             name=spec.name,

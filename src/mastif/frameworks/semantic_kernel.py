@@ -233,7 +233,8 @@ def tools_plugin(ctx: RunContext, position: NodePosition) -> KernelPlugin:
         async def call(**arguments: Any) -> str:
             # ``arguments``: the model's JSON as SK parsed it, with no type coercion
             result = await ctx.call_tool(position.node, position.step, spec.name, dict(arguments))
-            return result.output if result.ok else f"ERROR: {result.error}"
+            # a failure reads as the tool's error text, as an MCP server's isError result does
+            return result.output if result.ok else (result.error or "")
 
         params = [
             KernelParameterMetadata(
