@@ -27,13 +27,19 @@ from mastif.workflow import PlannedNode, drive_workflow, render_prompt
 
 Dispatch = Callable[[PlannedNode, int, str], Awaitable[str]]
 
-#: a subtask line: "1. ...", "2) ...", "- ...", "* ..." (the decomposer's list items)
-_ITEM = re.compile(r"^\s*(?:\d+[.)]|[-*\u2022])\s+(?P<text>\S.*)$")
+#: a subtask line: "1. ...", "2) ...", "- ...", "* ..." (the decomposer's list items), also
+#: behind the quote or markdown small models put first ('"1. Open ...', '**1.** Open ...')
+_ITEM = re.compile(r"^[\s\"'`>#*_]*(?:\d+[.)]|[-*\u2022])[*_]*\s+(?P<text>\S.*)$")
 
 
 def parse_subtasks(text: str, limit: int) -> list[str]:
     """The decomposer's list items, at most ``limit``; none found -> no subtasks."""
-    items = [m.group("text").strip() for line in text.splitlines() if (m := _ITEM.match(line))]
+    items = []
+    for line in text.splitlines():
+        if m := _ITEM.match(line):
+            item = m.group("text").strip().strip("\"'`*_").strip()
+            if item:
+                items.append(item)
     return items[:limit]
 
 
