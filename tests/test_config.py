@@ -38,6 +38,10 @@ def test_protocol_options_and_hierarchical_shape_are_checked(base_config):
     with pytest.raises(ConfigError, match="protocols"):
         parse_config(base_config)
     base_config["protocols"] = ["a2a"]
+    base_config["workflow"]["nodes"][0]["name"] = "orchestrator"  # the orchestrator agent's
+    with pytest.raises(ConfigError, match="workflow.nodes.0.name: 'orchestrator'"):
+        parse_config(base_config)
+    base_config["workflow"]["nodes"][0]["name"] = "navigate"
     base_config["workflow"]["shape"] = "hierarchical"  # with the four linear nodes
     with pytest.raises(ConfigError, match="hierarchical shape needs exactly three nodes"):
         parse_config(base_config)

@@ -66,10 +66,11 @@ def test_stack_runs_on_the_real_model(framework, protocol, smollm2_server, base_
     served = sorted(canonical(name, args) for name, args in proxy.tool_calls())
     recorded = sorted(canonical(c.name, c.arguments) for c in trace.tool_calls)
     assert recorded == served
-    # the protocol's servers saw the run: under a2a one message per node visit, under mcp
-    # at least the tool discovery, and every call that reached a tool went over MCP
+    # the protocol's servers saw the run: under a2a the task to the orchestrator agent and
+    # one message per node visit, under mcp at least the tool discovery, and every call that
+    # reached a tool went over MCP
     if protocol == "a2a":
-        assert trace.protocol_calls == len(trace.node_outputs) == 6
+        assert trace.protocol_calls == 1 + len(trace.node_outputs) == 7
     if protocol == "mcp":
         assert trace.protocol_messages >= 4
         assert trace.protocol_calls == sum(1 for c in trace.tool_calls if reached_tool(c))

@@ -250,6 +250,11 @@ def _check_references(data: dict[str, Any], base_dir: Path) -> None:
         key = f"workflow.nodes.{i}"
         if node["name"] in seen_names:
             raise ConfigError(f"{key}.name: duplicate node name {node['name']!r}")
+        if node["name"] == "orchestrator" and "a2a" in data["protocols"]:
+            raise ConfigError(
+                f"{key}.name: 'orchestrator' is the A2A orchestrator agent's name; "
+                "choose another node name"
+            )
         seen_names.add(node["name"])
         if node["stop_when"] is not None:
             try:

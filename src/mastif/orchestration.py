@@ -15,15 +15,22 @@ Both take a ``dispatch(node, step, prompt) -> text`` function: in-process it is 
 framework's ``run_node``; under ``a2a`` it is an A2A request to the node's agent. The
 orchestrator renders prompts, records node outputs and keeps the history, so the agents
 only know what their messages tell them.
+
+Under ``a2a`` the orchestrator is an A2A agent too (:data:`ORCHESTRATOR`): the run starts
+with an A2A message carrying the task to it (:func:`submit_over_a2a`), and its work
+(:func:`orchestrate_over_a2a`) is the workflow above, delegating over A2A with a client of
+its own. Every A2A exchange is timed where it is made (``RunContext.a2a_wait_s``).
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Awaitable, Callable
 
 from mastif.frameworks.base import FrameworkAdapter, RunContext
-from mastif.workflow import PlannedNode, drive_workflow, render_prompt
+from mastif.protocols.a2a import A2AAgents, A2AOrchestratorClient, AgentSpec
+from mastif.workflow import PlannedNode, WorkflowPlan, drive_workflow, render_prompt
 
 Dispatch = Callable[[PlannedNode, int, str], Awaitable[str]]
 
@@ -110,6 +117,63 @@ async def run_workflow(
     return await framework.run(ctx)
 
 
-def a2a_agent_nodes(plan_nodes: tuple[PlannedNode, ...], shape: str) -> list[PlannedNode]:
-    """The workflow nodes that are A2A agents: every node (linear), the worker (hierarchical)."""
-    return [plan_nodes[1]] if shape == "hierarchical" else list(plan_nodes)
+#: the orchestrator's agent name (no workflow node may have it under a2a)
+ORCHESTRATOR = "orchestrator"
+
+
+def a2a_agent_specs(plan: WorkflowPlan) -> list[AgentSpec]:
+    """The run's A2A agents: the orchestrator, and every node (linear) or the worker
+    (hierarchical)."""
+    nodes = [plan.nodes[1]] if plan.shape == "hierarchical" else list(plan.nodes)
+    orchestrator = AgentSpec(
+        name=ORCHESTRATOR,
+        description="Carries out a web task by delegating its steps to the workflow's agents.",
+        skill_id="web_task",
+        skill_name="web task",
+        skill_description="Given a web task, returns the final report on it.",
+    )
+    return [orchestrator, *(node_agent_spec(n) for n in nodes)]
+
+
+def node_agent_spec(node: PlannedNode) -> AgentSpec:
+    """The A2A agent that carries out a workflow node."""
+    what = node.spec.output_key.replace("_", " ")
+    return AgentSpec(
+        name=node.name,
+        description=f"Carries out the {node.name} step of a web task and reports its {what}.",
+        skill_id=node.name,
+        skill_name=node.name.replace("_", " "),
+        skill_description=f"Given the node prompt of a web task, returns the {what}.",
+    )
+
+
+def timed_a2a(ctx: RunContext, client: A2AOrchestratorClient) -> Dispatch:
+    """Node visits as A2A messages to the node's agent, timed where they are sent."""
+
+    async def send(node: PlannedNode, step: int, prompt: str) -> str:
+        t0 = time.perf_counter()
+        try:
+            return await client.send(node.name, prompt, {"node": node.name, "step": step})
+        finally:
+            ctx.a2a_wait_s += time.perf_counter() - t0
+
+    return send
+
+
+async def orchestrate_over_a2a(
+    ctx: RunContext, framework: FrameworkAdapter, agents: A2AAgents
+) -> str:
+    """The orchestrator agent's work: the workflow, delegating node visits over A2A."""
+    async with A2AOrchestratorClient(agents, ctx.run_id) as client:
+        return await run_workflow(ctx, framework, timed_a2a(ctx, client))
+
+
+async def submit_over_a2a(ctx: RunContext, agents: A2AAgents) -> str:
+    """The user's side under ``a2a``: the task to the orchestrator agent, its answer back."""
+    async with A2AOrchestratorClient(agents, ctx.run_id) as client:
+        t0 = time.perf_counter()
+        try:
+            data = {"task_id": ctx.task.task_id}
+            return await client.send(ORCHESTRATOR, ctx.task.confirmed_task, data)
+        finally:
+            ctx.a2a_wait_s += time.perf_counter() - t0

@@ -20,7 +20,6 @@ import signal
 import sys
 import time
 from collections.abc import Iterable
-from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,14 +29,20 @@ import openai
 
 from mastif.config import ExperimentConfig, Stack
 from mastif.frameworks import RunContext, RunRecorder, get_framework
-from mastif.orchestration import a2a_agent_nodes, run_workflow
+from mastif.orchestration import (
+    ORCHESTRATOR,
+    a2a_agent_specs,
+    orchestrate_over_a2a,
+    run_workflow,
+    submit_over_a2a,
+)
 from mastif.protocols import StackProtocol, open_protocol
-from mastif.protocols.a2a import A2AOrchestratorClient, A2ATaskFailed, AgentSpec
+from mastif.protocols.a2a import A2ATaskFailed
 from mastif.providers import Gateway, open_endpoint
 from mastif.tasks import Task
 from mastif.tools import get_tools
 from mastif.trace import RunTrace
-from mastif.workflow import PlannedNode, WorkflowPlan, plan_workflow
+from mastif.workflow import WorkflowPlan, plan_workflow
 
 log = logging.getLogger(__name__)
 
@@ -84,18 +89,6 @@ def classify_error(exc: BaseException) -> tuple[str, str]:
 
 class DelegatedWorkFailed(RuntimeError):
     """An A2A agent's work failed; the message carries the classification for the orchestrator."""
-
-
-def agent_spec(node: PlannedNode) -> AgentSpec:
-    """The A2A agent that carries out a workflow node."""
-    what = node.spec.output_key.replace("_", " ")
-    return AgentSpec(
-        name=node.name,
-        description=f"Carries out the {node.name} step of a web task and reports its {what}.",
-        skill_id=node.name,
-        skill_name=node.name.replace("_", " "),
-        skill_description=f"Given the node prompt of a web task, returns the {what}.",
-    )
 
 
 class Checkpoint:
@@ -161,26 +154,13 @@ async def _run_task(
     protocol.attach(run_id, ctx)
     runs[run_id] = ctx
     t0 = time.perf_counter()
-    delegation = [0.0]  # seconds the orchestrator waited on A2A exchanges
     status, error_class, error_message, final = "ok", None, None, ""
     try:
-        async with AsyncExitStack() as stack_:
-            over_a2a = None
-            if protocol.agents is not None:
-                client = A2AOrchestratorClient(protocol.agents, run_id)
-                stack_.push_async_callback(client.aclose)
-
-                async def over_a2a(node: PlannedNode, step: int, prompt: str) -> str:
-                    # timed at the orchestrator: client SDK, transport and server, all of it
-                    t_send = time.perf_counter()
-                    try:
-                        data = {"node": node.name, "step": step}
-                        return await client.send(node.name, prompt, data)
-                    finally:
-                        delegation[0] += time.perf_counter() - t_send
-
-            work = run_workflow(ctx, framework, over_a2a)
-            final = await asyncio.wait_for(work, timeout=gen.timeout_s)
+        if protocol.agents is not None:  # the task goes to the orchestrator agent over A2A
+            work = submit_over_a2a(ctx, protocol.agents)
+        else:
+            work = run_workflow(ctx, framework)
+        final = await asyncio.wait_for(work, timeout=gen.timeout_s)
     except Exception as exc:  # noqa: BLE001 - every failure becomes a row
         status, error_class = classify_error(exc)
         error_message = f"{type(exc).__name__}: {exc}"[:2000]
@@ -190,7 +170,7 @@ async def _run_task(
         runs.pop(run_id, None)
         await ctx.cancel_delegated()  # agents' work for a run that ended must not go on
     wall = time.perf_counter() - t0
-    cost = protocol.detach(run_id, delegation[0] if protocol.agents is not None else None)
+    cost = protocol.detach(run_id, ctx.a2a_wait_s if protocol.agents is not None else None)
     calls = gateway.end_run(run_id)
     spec = config.models[stack.model]
     return RunTrace(
@@ -251,13 +231,18 @@ async def _run_all(
     runs: dict[str, RunContext] = {}  # runs in progress, for the A2A agents
 
     async def agent_work(agent: str, run_id: str, text: str, data: dict[str, Any]) -> str:
-        """What an A2A node agent does with a message: its framework runs the node."""
+        """What an A2A agent does with a message: the orchestrator runs the workflow, a node
+        agent's framework runs its node."""
         ctx = runs.get(run_id)
         if ctx is None:
             raise LookupError(f"no run {run_id!r} in progress")
-        node = next(n for n in plan.nodes if n.name == data["node"])
+        if agent == ORCHESTRATOR:
+            work = orchestrate_over_a2a(ctx, framework, protocol.agents)
+        else:
+            node = next(n for n in plan.nodes if n.name == data["node"])
+            work = framework.run_node(ctx, node, int(data["step"]), text)
         try:
-            return await ctx.delegated(framework.run_node(ctx, node, int(data["step"]), text))
+            return await ctx.delegated(work)
         except Exception as exc:
             # the orchestrator only sees the failed task's message: classify it here
             status, error_class = classify_error(exc)
@@ -265,7 +250,7 @@ async def _run_all(
                 f"[{status}/{error_class}] {type(exc).__name__}: {exc}"
             ) from exc
 
-    agents = [agent_spec(n) for n in a2a_agent_nodes(plan.nodes, plan.shape)]
+    agents = a2a_agent_specs(plan) if stack.protocol == "a2a" else []
     async with open_protocol(stack.protocol, tools, agents, agent_work) as protocol:
 
         async def one(task: Task, run_id: str) -> None:

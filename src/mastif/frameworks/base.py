@@ -71,6 +71,8 @@ class RunContext:
     #: (the MCP server) are attributed to it
     node: str = ""
     step: int = 0
+    #: seconds this run's clients waited on A2A exchanges (client SDK, transport, server)
+    a2a_wait_s: float = 0.0
     _delegated: set[asyncio.Future[str]] = field(default_factory=set, repr=False)
 
     def llm_base_url(self, node: str) -> str:
