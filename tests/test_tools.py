@@ -4,19 +4,25 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
 from mastif.tools import REGISTRY, Tool, ToolResult, get_tools
+from mastif.tools.base import ToolError
 from mastif.tools.builtin import (
     DATETIME,
     JSON_PARSER,
     PYTHON_REPL,
     SYMPY,
+    ChildLimits,
     make_datetime_tool,
     make_python_repl_tool,
     parse_json_path,
+    run_isolated,
 )
 
 
@@ -100,6 +106,52 @@ def test_repl_runtime_error_reports_type_and_line() -> None:
 
 def test_repl_syntax_error() -> None:
     _fails(PYTHON_REPL.invoke({"code": "def f(:\n  pass"}), "SyntaxError", "line 1")
+
+
+@pytest.mark.parametrize("module", ["os", "subprocess", "socket", "shutil", "ctypes"])
+def test_repl_blocks_system_modules(module: str) -> None:
+    _fails(PYTHON_REPL.invoke({"code": f"import {module}"}), "ImportError", repr(module))
+
+
+def test_repl_memory_bomb_fails_and_leaves_the_run_alive() -> None:
+    result = PYTHON_REPL.invoke({"code": "x = [0] * (10**9)\nprint(len(x))"})
+    _fails(result, "MemoryError")
+    assert PYTHON_REPL.invoke({"code": "print(2 + 2)"}).output == "4"  # still works after
+
+
+def test_child_limits_cpu_workdir_and_network() -> None:
+    # the OS limits hold even for code outside RestrictedPython (the child's own work)
+    with pytest.raises(ToolError, match="CPU time limit of 1s exceeded"):
+        run_isolated(_spin, (), timeout_s=30, limits=ChildLimits(cpu_s=1))
+    cwd = run_isolated(_write_here_and_report_cwd, (), 10, ChildLimits())
+    assert cwd.startswith(tempfile.gettempdir()) and "mastif-tool-" in cwd
+    assert not Path(cwd).exists()  # the throw-away directory, and what was written, are gone
+    with pytest.raises(ToolError, match="PermissionError: network access is disabled"):
+        run_isolated(_connect, (), 10, ChildLimits())
+
+
+def _spin() -> str:
+    while True:
+        pass
+
+
+def _write_here_and_report_cwd() -> str:
+    Path("scratch.txt").write_text("ok")  # allowed: its own throw-away directory
+    return os.getcwd()
+
+
+def _connect() -> str:
+    import socket
+
+    socket.create_connection(("127.0.0.1", 9))
+    return "connected"
+
+
+def test_repl_file_write_outside_is_blocked(tmp_path) -> None:
+    target = tmp_path / "evil.txt"
+    code = f"f = open({str(target)!r}, 'w')\nf.write('x')"
+    _fails(PYTHON_REPL.invoke({"code": code}), "open")
+    assert not target.exists()
 
 
 def test_repl_infinite_loop_times_out() -> None:

@@ -19,11 +19,19 @@ import functools
 import json
 import multiprocessing
 import operator
+import os
 import re
+import resource
+import shutil
+import signal
+import socket
+import sys
+import tempfile
 import tokenize
 import traceback
 import types
 from collections.abc import Callable
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -79,30 +87,96 @@ def _mp_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context(method)
 
 
-def _child_main(target: Callable[..., str], args: tuple[Any, ...], conn: Connection) -> None:
+@dataclass(frozen=True)
+class ChildLimits:
+    """What the child process may use, enforced by the OS on top of the code's own sandbox.
+
+    ``cpu_s``: CPU seconds (RLIMIT_CPU; the kernel kills a spinning child even if the
+    parent's wall clock is held up); ``memory_mb``: address space the child may add to what
+    it inherited at fork (RLIMIT_AS; a larger allocation fails with ``MemoryError``);
+    ``workdir``: run in a fresh empty directory that is removed afterwards; ``network``:
+    when False, opening or resolving a network connection raises ``PermissionError``.
+    """
+
+    cpu_s: int | None = None
+    memory_mb: int | None = None
+    workdir: bool = True
+    network: bool = False
+
+
+def _current_address_space() -> int:
+    """Bytes of virtual memory this process maps now (Linux ``/proc/self/statm``)."""
+    with open("/proc/self/statm") as fh:  # noqa: PTH123 - tiny read of a proc file
+        return int(fh.read().split()[0]) * resource.getpagesize()
+
+
+def _deny_network(*args: Any, **kwargs: Any) -> Any:
+    raise PermissionError("network access is disabled in this tool")
+
+
+def _apply_limits(limits: ChildLimits) -> None:
+    """In the child, before the untrusted work: OS limits, an empty cwd, no network."""
+    if limits.cpu_s is not None:
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
+    if limits.memory_mb is not None and sys.platform.startswith("linux"):
+        # a fork child inherits the parent's mappings (frameworks, models' clients): the
+        # budget is on top of those, not an absolute size that would already be exceeded
+        cap = _current_address_space() + limits.memory_mb * 2**20
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    if limits.workdir:
+        os.chdir(tempfile.mkdtemp(prefix="mastif-tool-"))
+    if not limits.network:
+        socket.socket.connect = _deny_network  # type: ignore[method-assign]
+        socket.socket.connect_ex = _deny_network  # type: ignore[method-assign]
+        socket.socket.sendto = _deny_network  # type: ignore[method-assign]
+        socket.create_connection = _deny_network  # type: ignore[assignment]
+        socket.getaddrinfo = _deny_network  # type: ignore[assignment]
+
+
+def _child_main(
+    target: Callable[..., str],
+    args: tuple[Any, ...],
+    conn: Connection,
+    limits: ChildLimits | None = None,
+) -> None:
     """Child-process entry: run ``target`` and send back ``(ok, text)``, never an exception
     object (those may not pickle)."""
+    workdir = None
     try:
+        if limits is not None:
+            _apply_limits(limits)
+            workdir = os.getcwd() if limits.workdir else None
         reply: tuple[bool, str] = (True, target(*args))
+    except MemoryError:
+        reply = (False, "MemoryError: the snippet exceeded its memory limit")
     except ToolError as exc:
         reply = (False, str(exc))
     except BaseException as exc:  # noqa: BLE001 - report everything, the parent decides
         reply = (False, f"{type(exc).__name__}: {exc}")
+    finally:
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
     try:
         conn.send(reply)
     finally:
         conn.close()
 
 
-def run_isolated(target: Callable[..., str], args: tuple[Any, ...], timeout_s: float) -> str:
+def run_isolated(
+    target: Callable[..., str],
+    args: tuple[Any, ...],
+    timeout_s: float,
+    limits: ChildLimits | None = None,
+) -> str:
     """Run ``target(*args)`` in a child process; kill it after ``timeout_s`` seconds.
 
     Threads cannot be interrupted in CPython, so a process is the only robust way to stop
-    ``while True: pass``. Failures come back as :class:`ToolError`.
+    ``while True: pass``. ``limits`` adds OS limits in the child. Failures come back as
+    :class:`ToolError`.
     """
     ctx = _mp_context()
     receiver, sender = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child_main, args=(target, args, sender), daemon=True)
+    proc = ctx.Process(target=_child_main, args=(target, args, sender, limits), daemon=True)
     proc.start()
     sender.close()  # only the child writes; closing our copy lets a crash surface as EOF
     try:
@@ -112,6 +186,8 @@ def run_isolated(target: Callable[..., str], args: tuple[Any, ...], timeout_s: f
             ok, text = receiver.recv()
         except EOFError:
             proc.join(1)
+            if limits is not None and proc.exitcode == -signal.SIGXCPU:
+                raise ToolError(f"CPU time limit of {limits.cpu_s}s exceeded") from None
             raise ToolError(f"worker process died (exit code {proc.exitcode})") from None
     finally:
         if proc.is_alive():
@@ -314,11 +390,14 @@ def execute_restricted(code: str) -> str:
     return _truncate(output.rstrip("\n")) if output else "(no output)"
 
 
-def make_python_repl_tool(timeout_s: float = 5.0) -> Tool:
-    """Build ``python_repl``; ``timeout_s`` bounds each call's wall-clock time."""
+def make_python_repl_tool(timeout_s: float = 5.0, cpu_s: int = 5, memory_mb: int = 256) -> Tool:
+    """Build ``python_repl``: RestrictedPython in a child process with a wall-clock limit
+    (``timeout_s``), a CPU-time limit, a memory budget, a throw-away working directory and
+    no network (:class:`ChildLimits`)."""
+    limits = ChildLimits(cpu_s=cpu_s, memory_mb=memory_mb, workdir=True, network=False)
 
     def python_repl(code: str) -> str:
-        return run_isolated(execute_restricted, (code,), timeout_s)
+        return run_isolated(execute_restricted, (code,), timeout_s, limits)
 
     description = (
         "Use this tool when you need to run a short Python snippet to get an exact answer: "
