@@ -27,10 +27,13 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from mastif.frameworks.base import FrameworkAdapter, RunContext
-from mastif.protocols.a2a import A2AAgents, A2AOrchestratorClient, AgentSpec
 from mastif.workflow import PlannedNode, WorkflowPlan, drive_workflow, render_prompt
+
+if TYPE_CHECKING:  # a2a-sdk loads only when a stack runs under a2a
+    from mastif.protocols.a2a import A2AAgents, A2AOrchestratorClient, AgentSpec
 
 Dispatch = Callable[[PlannedNode, int, str], Awaitable[str]]
 
@@ -124,6 +127,8 @@ ORCHESTRATOR = "orchestrator"
 def a2a_agent_specs(plan: WorkflowPlan) -> list[AgentSpec]:
     """The run's A2A agents: the orchestrator, and every node (linear) or the worker
     (hierarchical)."""
+    from mastif.protocols.a2a import AgentSpec
+
     nodes = [plan.nodes[1]] if plan.shape == "hierarchical" else list(plan.nodes)
     orchestrator = AgentSpec(
         name=ORCHESTRATOR,
@@ -137,6 +142,8 @@ def a2a_agent_specs(plan: WorkflowPlan) -> list[AgentSpec]:
 
 def node_agent_spec(node: PlannedNode) -> AgentSpec:
     """The A2A agent that carries out a workflow node."""
+    from mastif.protocols.a2a import AgentSpec
+
     what = node.spec.output_key.replace("_", " ")
     return AgentSpec(
         name=node.name,
@@ -164,12 +171,16 @@ async def orchestrate_over_a2a(
     ctx: RunContext, framework: FrameworkAdapter, agents: A2AAgents
 ) -> str:
     """The orchestrator agent's work: the workflow, delegating node visits over A2A."""
+    from mastif.protocols.a2a import A2AOrchestratorClient
+
     async with A2AOrchestratorClient(agents, ctx.run_id) as client:
         return await run_workflow(ctx, framework, timed_a2a(ctx, client))
 
 
 async def submit_over_a2a(ctx: RunContext, agents: A2AAgents) -> str:
     """The user's side under ``a2a``: the task to the orchestrator agent, its answer back."""
+    from mastif.protocols.a2a import A2AOrchestratorClient
+
     async with A2AOrchestratorClient(agents, ctx.run_id) as client:
         t0 = time.perf_counter()
         try:

@@ -28,7 +28,7 @@ import httpx
 import openai
 
 from mastif.config import ExperimentConfig, Stack
-from mastif.frameworks import RunContext, RunRecorder, get_framework
+from mastif.frameworks import FrameworkAdapter, RunContext, RunRecorder, get_framework
 from mastif.orchestration import (
     ORCHESTRATOR,
     a2a_agent_specs,
@@ -37,7 +37,6 @@ from mastif.orchestration import (
     submit_over_a2a,
 )
 from mastif.protocols import StackProtocol, open_protocol
-from mastif.protocols.a2a import A2ATaskFailed
 from mastif.providers import Gateway, open_endpoint
 from mastif.tasks import Task
 from mastif.tools import get_tools
@@ -80,7 +79,7 @@ def classify_error(exc: BaseException) -> tuple[str, str]:
         return "error", "provider_unreachable"
     if type(exc).__name__ == "GraphRecursionError":
         return "error", "workflow_error"
-    if isinstance(exc, A2ATaskFailed):
+    if type(exc).__name__ == "A2ATaskFailed":  # by name: a2a-sdk loads only under a2a
         # the agent classified its failure where it happened (see DelegatedWorkFailed)
         found = re.search(r"\[(error|timeout)/(\w+)\]", str(exc))
         return (found.group(1), found.group(2)) if found else ("error", "agent_error")
@@ -132,9 +131,8 @@ async def _run_task(
     plan: WorkflowPlan,
     gateway: Gateway,
     protocol: StackProtocol,
-    runs: dict[str, RunContext],
+    framework: FrameworkAdapter,
 ) -> RunTrace:
-    framework = get_framework(stack.framework)
     recorder = RunRecorder()
     gen = config.generation
     ctx = RunContext(
@@ -146,13 +144,11 @@ async def _run_task(
         recorder=recorder,
         gateway_url=gateway.base_url_for(run_id, "x").rsplit("/x/v1", 1)[0],
         model_name=gateway.endpoint.model,
-        protocol=protocol.name,
         mcp_url=protocol.mcp_url(run_id),
     )
     started_at = datetime.now(UTC)
     gateway.begin_run(run_id)
     protocol.attach(run_id, ctx)
-    runs[run_id] = ctx
     t0 = time.perf_counter()
     status, error_class, error_message, final = "ok", None, None, ""
     try:
@@ -167,7 +163,6 @@ async def _run_task(
         if status == "timeout":
             error_message = f"run exceeded timeout_s={gen.timeout_s}"
     finally:
-        runs.pop(run_id, None)
         await ctx.cancel_delegated()  # agents' work for a run that ended must not go on
     wall = time.perf_counter() - t0
     cost = protocol.detach(run_id, ctx.a2a_wait_s if protocol.agents is not None else None)
@@ -228,14 +223,11 @@ async def _run_all(
     semaphore = asyncio.Semaphore(config.execution.concurrency)
     results: list[RunTrace] = []
     framework = get_framework(stack.framework)
-    runs: dict[str, RunContext] = {}  # runs in progress, for the A2A agents
 
     async def agent_work(agent: str, run_id: str, text: str, data: dict[str, Any]) -> str:
         """What an A2A agent does with a message: the orchestrator runs the workflow, a node
         agent's framework runs its node."""
-        ctx = runs.get(run_id)
-        if ctx is None:
-            raise LookupError(f"no run {run_id!r} in progress")
+        ctx: RunContext = protocol.attached(run_id)  # type: ignore[assignment]
         if agent == ORCHESTRATOR:
             work = orchestrate_over_a2a(ctx, framework, protocol.agents)
         else:
@@ -255,7 +247,9 @@ async def _run_all(
 
         async def one(task: Task, run_id: str) -> None:
             async with semaphore:
-                trace = await _run_task(config, stack, task, run_id, plan, gateway, protocol, runs)
+                trace = await _run_task(
+                    config, stack, task, run_id, plan, gateway, protocol, framework
+                )
             checkpoint.append(trace)
             results.append(trace)
             log.info(

@@ -63,7 +63,6 @@ class RunContext:
     recorder: RunRecorder
     gateway_url: str  # http://127.0.0.1:PORT/r/{run_id}
     model_name: str
-    protocol: str = "standard"
     #: under ``mcp``: the MCP server's URL for this run; frameworks connect their MCP clients
     mcp_url: str | None = None
     started: float = field(default_factory=time.perf_counter)
@@ -97,10 +96,6 @@ class RunContext:
     def at(self, node: str, step: int) -> None:
         """Mark the node visit now in progress (adapters call this as a visit starts)."""
         self.node, self.step = node, step
-
-    @property
-    def tools_over_mcp(self) -> bool:
-        return self.mcp_url is not None
 
     def record_served_tool_call(self, name: str, arguments: Any, result: ToolResult) -> None:
         """A call the protocol's tool server ran for this run (server-side record)."""

@@ -44,7 +44,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -150,14 +149,6 @@ def gateway_client(ctx: RunContext, node: str) -> AsyncOpenAI:
 # --------------------------------------------------------------------------- tool calls
 
 
-@dataclass
-class NodePosition:
-    """Which node visit the tool calls being made belong to."""
-
-    node: str = ""
-    step: int = 0
-
-
 def refusal_text(function_call: FunctionCallContent, history: ChatHistory) -> str:
     """What SK told the model about a call it did not run (the tool message it appended)."""
     call_id = function_call.id or "unknown"
@@ -200,7 +191,6 @@ class RecordingKernel(Kernel):
     """
 
     _ctx: RunContext | None = PrivateAttr(default=None)
-    _position: NodePosition = PrivateAttr(default_factory=NodePosition)
     _turns: asyncio.Lock | None = PrivateAttr(default=None)
 
     async def invoke_function_call(  # type: ignore[override]
@@ -217,13 +207,13 @@ class RecordingKernel(Kernel):
             if len(ctx.recorder.tool_calls) == before:  # SK did not run any function for it
                 sk_text = refusal_text(function_call, chat_history)
                 name, args, error = refused_call(ctx.tool_names(), function_call, sk_text)
-                pos = self._position
-                ctx.record_failed_tool_call(pos.node, pos.step, name, args, error)
+                ctx.record_failed_tool_call(ctx.node, ctx.step, name, args, error)
             return result
 
 
-def tools_plugin(ctx: RunContext, position: NodePosition) -> KernelPlugin:
-    """The protocol's tools as kernel functions; each execution goes through ``ctx.call_tool``."""
+def tools_plugin(ctx: RunContext) -> KernelPlugin:
+    """The protocol's tools as kernel functions; each execution goes through ``ctx.call_tool``
+    (recorded at the run's node visit in progress)."""
 
     def make(spec: Any) -> KernelFunctionFromMethod:
         schema = spec.parameters
@@ -232,7 +222,7 @@ def tools_plugin(ctx: RunContext, position: NodePosition) -> KernelPlugin:
         @kernel_function(name=spec.name, description=spec.description)
         async def call(**arguments: Any) -> str:
             # ``arguments``: the model's JSON as SK parsed it, with no type coercion
-            result = await ctx.call_tool(position.node, position.step, spec.name, dict(arguments))
+            result = await ctx.call_tool(ctx.node, ctx.step, spec.name, dict(arguments))
             # a failure reads as the tool's error text, as an MCP server's isError result does
             return result.output if result.ok else (result.error or "")
 
@@ -345,7 +335,7 @@ class SemanticKernelAdapter:
                     schema = plugin.schemas[fn.metadata.name]
                     fn.metadata.additional_properties = {SCHEMA_KEY: schema}
             elif ctx.mcp_url is None and ctx.tools.tool_specs():
-                kernel.add_plugin(tools_plugin(ctx, kernel._position))
+                kernel.add_plugin(tools_plugin(ctx))
             for node in nodes:
                 client = gateway_client(ctx, node.name)
                 stack.push_async_callback(client.close)
@@ -396,7 +386,6 @@ class SemanticKernelAdapter:
                 maximum_auto_invoke_attempts=gen.max_tool_rounds
             )
         service = kernel.get_service(node.name)
-        kernel._position.node, kernel._position.step = node.name, step
         ctx.at(node.name, step)
         reply = await service.get_chat_message_content(history, settings, kernel=kernel)
         return reply.content if reply is not None else ""

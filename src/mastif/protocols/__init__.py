@@ -17,12 +17,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mastif.protocols.base import ToolTransport
 from mastif.protocols.standard import InProcessTransport
 from mastif.protocols.wire import WireStats
 from mastif.tools import Tool, ToolResult
+
+if TYPE_CHECKING:  # the SDKs load only when their protocol is opened
+    from mastif.protocols.a2a import A2AAgents
+    from mastif.protocols.mcp import McpToolServer
 
 PROTOCOLS = ("standard", "mcp", "a2a")
 
@@ -53,8 +57,9 @@ class ProtocolStats:
                    seconds)  # fmt: skip
 
 
-class ServedCallSink(Protocol):
-    """Where the MCP server's record of a call goes (a run's context)."""
+class AttachedRun(Protocol):
+    """A run in progress (its ``RunContext``), as the protocol's servers need it: where the
+    MCP server's record of a call goes."""
 
     def record_served_tool_call(self, name: str, arguments: Any, result: ToolResult) -> None: ...
 
@@ -69,16 +74,23 @@ class StackProtocol:
     def __init__(self, name: str, tools: list[Tool]) -> None:
         self.name = name
         self.transport: ToolTransport = InProcessTransport(tools)
-        self.mcp: Any = None  # McpToolServer under "mcp"
-        self.agents: Any = None  # A2AAgents under "a2a"
-        self._sinks: dict[str, ServedCallSink] = {}
+        self.mcp: McpToolServer | None = None  # under "mcp"
+        self.agents: A2AAgents | None = None  # under "a2a"
+        self._runs: dict[str, AttachedRun] = {}
 
-    def attach(self, run_id: str, sink: ServedCallSink) -> None:
-        self._sinks[run_id] = sink
+    def attach(self, run_id: str, run: AttachedRun) -> None:
+        self._runs[run_id] = run
+
+    def attached(self, run_id: str) -> AttachedRun:
+        """The run in progress with this id (for an A2A agent's work); LookupError if none."""
+        try:
+            return self._runs[run_id]
+        except KeyError:
+            raise LookupError(f"no run {run_id!r} in progress") from None
 
     def detach(self, run_id: str, client_s: float | None = None) -> ProtocolStats:
         """The run's protocol cost; ``client_s``: the time the client side measured (A2A)."""
-        self._sinks.pop(run_id, None)
+        self._runs.pop(run_id, None)
         calls = 0
         if self.mcp is not None:
             calls += self.mcp.calls_served(run_id)
@@ -92,9 +104,9 @@ class StackProtocol:
         return self.mcp.url_for(run_id, "tools") if self.mcp is not None else None
 
     def _served(self, run_id: str, node: str, name: str, args: Any, result: ToolResult) -> None:
-        sink = self._sinks.get(run_id)
-        if sink is not None:
-            sink.record_served_tool_call(name, args, result)
+        run = self._runs.get(run_id)
+        if run is not None:
+            run.record_served_tool_call(name, args, result)
 
 
 @asynccontextmanager
