@@ -17,14 +17,14 @@ from pathlib import Path
 
 import polars as pl
 
+from mastif.metrics import model_seconds, protocol_kib
+
 MEASURES = [
     pl.len().alias("runs"),
     pl.col("protocol_requests").mean().alias("requests_per_run"),
     pl.col("protocol_messages").mean().alias("messages_per_run"),
     pl.col("protocol_calls").mean().alias("calls_per_run"),
-    ((pl.col("protocol_bytes_sent") + pl.col("protocol_bytes_received")) / 1024)
-    .mean()
-    .alias("kib_per_run"),
+    protocol_kib().mean().alias("kib_per_run"),
     pl.col("protocol_seconds").mean().alias("protocol_s_per_run"),
     pl.col("model_s").mean().alias("model_s_per_run"),
     pl.col("wall_seconds").mean().alias("wall_s_per_run"),
@@ -39,8 +39,7 @@ def load_runs(results: Path) -> pl.DataFrame:
         [pl.read_parquet(p) for p in sorted((results / "runs").rglob("*.parquet"))],
         how="diagonal_relaxed",
     )
-    model_s = pl.col("llm_calls").list.eval(pl.element().struct.field("latency_s")).list.sum()
-    return runs.with_columns(model_s.fill_null(0.0).alias("model_s"))
+    return runs.with_columns(model_seconds().alias("model_s"))
 
 
 def overhead(runs: pl.DataFrame, by: list[str]) -> pl.DataFrame:

@@ -154,8 +154,8 @@ def model_seconds(col: str = "llm_calls") -> pl.Expr:
 def protocol_share(protocol: str = "protocol_s", wall: str = "CT") -> pl.Expr:
     """Per stack: mean protocol seconds / mean wall seconds (CT), over the same runs.
 
-    mastif's protocol cost, not in the seed paper: the share of the run's wall time the
-    protocol's servers spent handling protocol messages (not the tool's or agent's own work).
+    mastif's protocol cost, not in the seed paper: the share of the run's wall time spent
+    in protocol handling (not the tool's or agent's own work).
     A ratio of means, not a mean of per-run ratios, so long runs weigh by their length; null
     when the mean wall time is not positive.
     """
@@ -287,7 +287,7 @@ def stack_metrics(run_table: pl.DataFrame) -> pl.DataFrame:
     The protocol cost columns (mastif's protocol cost, not in the seed paper) are means per
     run over runs of every status: a failed or timed-out run's traffic was real cost, so it
     counts like CT and V do. protocol_messages, protocol_calls (MCP tools/call served or A2A
-    messages handled), protocol_kib, protocol_s (server seconds in protocol handling) and
+    messages handled), protocol_kib, protocol_s (seconds in protocol handling) and
     model_s (seconds in the model) are plain means; protocol_share is :func:`protocol_share`.
     """
     judged = pl.col("judge_status") != JUDGE_FAILED

@@ -71,8 +71,9 @@ CAPTIONS: dict[str, str] = {
         "Table 7. Protocol cost per stack: messages, tool calls or agent messages over the "
         "protocol, KiB on the wire, seconds in protocol handling vs in the model, and the "
         "protocol's share of the run's wall time (mean protocol seconds / mean wall seconds). "
-        "Means per run over all runs, failed ones included; measured by the protocol's servers, "
-        "so all zero for protocol standard. mastif's addition, not in the seed paper."
+        "Means per run over all runs, failed ones included; counted by the protocol's servers "
+        "(A2A seconds where each exchange is sent), so all zero for protocol standard. "
+        "mastif's addition, not in the seed paper."
     ),
     "kruskal_summary": (
         "Tests per metric and factor (Kruskal-Wallis H or ANOVA F, chosen by Shapiro-Wilk "
