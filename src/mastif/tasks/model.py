@@ -8,6 +8,7 @@ stratify on it without trusting hand labels.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
@@ -69,6 +70,11 @@ class Task(BaseModel):
     subdomain: NonEmptyStr
     reference_steps: list[NonEmptyStr] = []
     level: Level
+    #: where the agent starts: a path on the offline sandbox (``/shop/``) or an absolute URL
+    start_url: str | None = None
+    #: the programmatic success check (see :mod:`mastif.sandbox.checks`); ``None``: the
+    #: task has none and its runs get no ``success`` value
+    check: dict[str, Any] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -120,13 +126,19 @@ TASK_SCHEMA: dict[str, pl.DataType] = {
     "level": pl.String(),
     "n_steps": pl.Int64(),
     "reference_steps": pl.List(pl.String()),
+    "start_url": pl.String(),
+    "check": pl.String(),  # JSON: a check is a small tree whose shape varies by kind
 }
 """Column order and dtypes of the task table (written to parquet by the workflow)."""
 
 
 def tasks_to_frame(tasks: Iterable[Task]) -> pl.DataFrame:
     """Tasks as a DataFrame with exactly :data:`TASK_SCHEMA` (also when ``tasks`` is empty)."""
-    rows = [t.model_dump() for t in tasks]
+    rows = []
+    for t in tasks:
+        row = t.model_dump()
+        row["check"] = None if t.check is None else json.dumps(t.check, sort_keys=True)
+        rows.append(row)
     return pl.DataFrame(rows, schema=TASK_SCHEMA)
 
 
@@ -137,13 +149,15 @@ def tasks_from_frame(df: pl.DataFrame) -> list[Task]:
     more); each row is re-validated, so a level or ``n_steps`` that no longer matches the
     steps fails loudly. ``level`` and ``n_steps`` are optional columns.
     """
-    required = [c for c in TASK_SCHEMA if c not in ("level", "n_steps")]
+    required = [c for c in TASK_SCHEMA if c not in ("level", "n_steps", "start_url", "check")]
     missing = [c for c in required if c not in df.columns]
     if missing:
         raise ValueError(f"task frame is missing columns: {', '.join(missing)}")
     cols = [c for c in TASK_SCHEMA if c in df.columns]
     tasks: list[Task] = []
     for i, row in enumerate(df.select(cols).iter_rows(named=True)):
+        if isinstance(row.get("check"), str):
+            row["check"] = json.loads(row["check"])
         try:
             tasks.append(Task.model_validate(row))
         except ValueError as exc:
