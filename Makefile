@@ -6,10 +6,17 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.mastif-installed
 CORES ?= 2
 TORCH_VERSION ?= 2.13.0
+CHROMIUM ?= /usr/bin/chromium
 
 .PHONY: setup run test lint dry-run clean
 
-setup: $(STAMP)
+setup: $(STAMP) $(CHROMIUM)
+
+# the browser tools drive Debian's Chromium through Playwright (Playwright's own browser
+# download cannot work offline); needs root, as on these machines
+$(CHROMIUM):
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

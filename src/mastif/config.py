@@ -37,6 +37,7 @@ PROMPT_FIELDS = frozenset(
         "tools",
         "subtask",
         "max_subtasks",
+        "start_url",
     }
 )
 
@@ -86,7 +87,7 @@ class StatsSpec(_Frozen):
 
 
 class TaskSpec(_Frozen):
-    source: Literal["builtin", "jsonl"]
+    source: Literal["builtin", "sandbox", "jsonl"]
     path: str | None
     sample_size: int
     strata: tuple[str, ...]
@@ -123,6 +124,16 @@ class ProtocolOptions(_Frozen):
     prompt_format: bool
 
 
+class WebOptions(_Frozen):
+    allow_private: bool
+    allowed_hosts: tuple[str, ...]
+    browser_executable: str
+    action_timeout_s: float
+    http_timeout_s: float
+    page_chars: int
+    search_backend: str
+
+
 class ExecutionSpec(_Frozen):
     concurrency: int
     provider_retries: int
@@ -139,6 +150,8 @@ class ExperimentConfig(_Frozen):
     tasks: TaskSpec
     generation: GenerationSpec
     tools: tuple[str, ...]
+    web: Literal["sandbox", "live"]
+    web_options: WebOptions
     workflow: WorkflowSpec
     values: ValuesSpec
     stats: StatsSpec

@@ -47,6 +47,8 @@ RUN_METRICS_SCHEMA: dict[str, pl.DataType] = {
     "protocol_kib": pl.Float64(),
     "protocol_s": pl.Float64(),
     "model_s": pl.Float64(),
+    "success": pl.Boolean(),
+    "judge_success": pl.Boolean(),
 }
 
 STACK_METRICS_SCHEMA: dict[str, pl.DataType] = {
@@ -79,9 +81,17 @@ STACK_METRICS_SCHEMA: dict[str, pl.DataType] = {
     "protocol_s": pl.Float64(),
     "model_s": pl.Float64(),
     "protocol_share": pl.Float64(),
+    "n_checked": pl.Int64(),
+    "success_rate": pl.Float64(),
+    "judge_accuracy": pl.Float64(),
+    "judge_kappa": pl.Float64(),
 }
 
 JUDGE_FAILED = "judge_failed"
+
+#: the judge counts a run as completed when its TCR mark is at least "mostly achieved"
+#: (0.7 on the rubric's five-mark scale), the binary verdict compared with the task's check
+JUDGE_SUCCESS_MIN_TCR = 0.7
 
 
 # --------------------------------------------------------------------------- equations
@@ -163,6 +173,39 @@ def protocol_share(protocol: str = "protocol_s", wall: str = "CT") -> pl.Expr:
     return pl.when(wall_mean > 0).then(pl.col(protocol).cast(pl.Float64).mean() / wall_mean)
 
 
+# --------------------------------------------------------------------------- ground truth
+# mastif's, not in the seed paper: the task's programmatic check (sandbox tasks) beside the
+# judge's opinion, and how far the judge agrees with it.
+
+
+def judge_success(col: str = "TCR") -> pl.Expr:
+    """Per run: the judge's binary verdict, TCR >= :data:`JUDGE_SUCCESS_MIN_TCR`; null when
+    the judge failed (no mark, no verdict)."""
+    return pl.col(col) >= JUDGE_SUCCESS_MIN_TCR
+
+
+def judge_agreement(check: Sequence[bool | None], judge: Sequence[bool | None]) -> tuple[int, float | None, float | None]:
+    """(n, accuracy, Cohen's κ) of the judge's verdicts against the checks, over the runs
+    that have both.
+
+    Accuracy is the share of runs where they agree. κ = (p_o - p_e) / (1 - p_e) corrects
+    that for the agreement expected by chance (scikit-learn's ``cohen_kappa_score``); it is
+    undefined (None) when chance agreement is 1 — both raters gave one and the same label
+    to every run — and None like the accuracy when no run has both.
+    """
+    pairs = [(c, j) for c, j in zip(check, judge, strict=True) if c is not None and j is not None]
+    if not pairs:
+        return 0, None, None
+    truth = [bool(c) for c, _ in pairs]
+    verdict = [bool(j) for _, j in pairs]
+    accuracy = sum(t == v for t, v in zip(truth, verdict, strict=True)) / len(pairs)
+    if len(set(truth) | set(verdict)) < 2:
+        return len(pairs), accuracy, None  # one label throughout: p_e = 1, κ undefined
+    from sklearn.metrics import cohen_kappa_score
+
+    return len(pairs), accuracy, float(cohen_kappa_score(truth, verdict))
+
+
 def _std(col: str) -> pl.Expr:
     """Sample σ (ddof=1) of the non-null values; null when fewer than two (σ undefined)."""
     return pl.when(pl.col(col).count() >= 2).then(pl.col(col).cast(pl.Float64).std(ddof=1))
@@ -222,6 +265,7 @@ def run_metrics(runs: pl.DataFrame, judged: pl.DataFrame, values: pl.DataFrame) 
         protocol_kib().alias("protocol_kib"),
         pl.col("protocol_seconds").cast(pl.Float64).alias("protocol_s"),
         model_seconds().alias("model_s"),
+        pl.col("success").cast(pl.Boolean),
     )
     scores = judged.select(
         "run_id",
@@ -242,7 +286,8 @@ def run_metrics(runs: pl.DataFrame, judged: pl.DataFrame, values: pl.DataFrame) 
             pl.when(pl.col("n_tool_calls") > 0)
             .then(pl.col("n_tool_ok") / pl.col("n_tool_calls"))
             .cast(pl.Float64)
-            .alias("TUSR")
+            .alias("TUSR"),
+            judge_success().alias("judge_success"),
         )
     )
     return table.select(pl.col(c).cast(t) for c, t in RUN_METRICS_SCHEMA.items())
@@ -275,6 +320,31 @@ def pareto_front(
     dominates = geq & gt & valid[:, None]
     dominated = dominates.any(axis=0)
     return pl.Series("pareto_optimal", valid & ~dominated, dtype=pl.Boolean)
+
+
+def _agreement(run_table: pl.DataFrame) -> pl.DataFrame:
+    """Per stack: runs with a check, their success rate, and the judge's agreement with it."""
+    rows = []
+    for keys, group in run_table.group_by(*STACK_KEYS, maintain_order=True):
+        checks = group["success"].to_list()
+        n, accuracy, kappa = judge_agreement(checks, group["judge_success"].to_list())
+        known = [c for c in checks if c is not None]
+        rows.append(
+            {
+                **dict(zip(STACK_KEYS, keys, strict=True)),
+                "n_checked": len(known),
+                "success_rate": sum(known) / len(known) if known else None,
+                "judge_accuracy": accuracy,
+                "judge_kappa": kappa,
+            }
+        )
+    schema = {k: pl.String() for k in STACK_KEYS} | {
+        "n_checked": pl.Int64(),
+        "success_rate": pl.Float64(),
+        "judge_accuracy": pl.Float64(),
+        "judge_kappa": pl.Float64(),
+    }
+    return pl.DataFrame(rows, schema=schema)
 
 
 def stack_metrics(run_table: pl.DataFrame) -> pl.DataFrame:
@@ -325,5 +395,5 @@ def stack_metrics(run_table: pl.DataFrame) -> pl.DataFrame:
         )
         .sort(*STACK_KEYS)
     )
-    agg = agg.with_columns(pareto_front(agg))
+    agg = agg.with_columns(pareto_front(agg)).join(_agreement(run_table), on=STACK_KEYS, how="left")
     return agg.select(pl.col(c).cast(t) for c, t in STACK_METRICS_SCHEMA.items())

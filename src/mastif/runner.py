@@ -39,8 +39,8 @@ from mastif.orchestration import (
 from mastif.protocols import StackProtocol, open_protocol
 from mastif.providers import Gateway, open_endpoint
 from mastif.tasks import Task
-from mastif.tools import get_tools
 from mastif.trace import RunTrace
+from mastif.webenv import WebEnvironment, open_web_environment
 from mastif.workflow import WorkflowPlan, plan_workflow
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,7 @@ def run_fingerprint(config: ExperimentConfig, stack: Stack, plan: WorkflowPlan) 
         "experiment": config.experiment,
         "generation": config.generation.model_dump(),
         "tools": list(config.tools),
+        "web": [config.web, config.web_options.model_dump()],
         "prompts": plan.prompt_hashes(),
         "workflow": [n.spec.model_dump() for n in plan.nodes],
         "shape": [plan.shape, plan.max_subtasks],
@@ -132,12 +133,14 @@ async def _run_task(
     gateway: Gateway,
     protocol: StackProtocol,
     framework: FrameworkAdapter,
+    web: WebEnvironment,
 ) -> RunTrace:
     recorder = RunRecorder()
     gen = config.generation
     ctx = RunContext(
         run_id=run_id,
-        task=task,
+        # the start page as this run's absolute URL (sandbox paths resolved)
+        task=task.model_copy(update={"start_url": web.start_url(task)}),
         plan=plan,
         generation=gen,
         tools=protocol.transport,
@@ -165,6 +168,8 @@ async def _run_task(
     finally:
         await ctx.cancel_delegated()  # agents' work for a run that ended must not go on
     wall = time.perf_counter() - t0
+    state = await asyncio.to_thread(web.end_run, run_id)
+    success, check_detail = check_run(task, final or "", state)
     cost = protocol.detach(run_id, ctx.a2a_wait_s if protocol.agents is not None else None)
     calls = gateway.end_run(run_id)
     spec = config.models[stack.model]
@@ -208,7 +213,36 @@ async def _run_task(
         protocol_bytes_sent=cost.bytes_sent,
         protocol_bytes_received=cost.bytes_received,
         protocol_seconds=cost.seconds,
+        success=success,
+        check_detail=check_detail,
+        web=config.web,
+        web_state=json.dumps(state, sort_keys=True) if state is not None else None,
     )
+
+
+def check_run(
+    task: Task, final_answer: str, state: dict[str, Any] | None
+) -> tuple[bool | None, str | None]:
+    """The task's programmatic check on the run's answer and sandbox state.
+
+    Evaluated whatever the run's status: a run that timed out after filling the cart
+    correctly did the task. A state check without sandbox state (the live web) is not
+    decidable: ``None`` with the reason.
+    """
+    if task.check is None:
+        return None, None
+    from mastif.sandbox import evaluate_check
+
+    if state is None and _needs_state(task.check):
+        return None, "state check not decidable on the live web"
+    result = evaluate_check(task.check, final_answer, state or {})
+    return result.success, result.detail
+
+
+def _needs_state(check: dict[str, Any]) -> bool:
+    if check.get("kind") == "state":
+        return True
+    return any(_needs_state(c) for c in check.get("checks", []))
 
 
 async def _run_all(
@@ -219,7 +253,6 @@ async def _run_all(
     gateway: Gateway,
     checkpoint: Checkpoint,
 ) -> list[RunTrace]:
-    tools = get_tools(list(config.tools))
     semaphore = asyncio.Semaphore(config.execution.concurrency)
     results: list[RunTrace] = []
     framework = get_framework(stack.framework)
@@ -243,22 +276,26 @@ async def _run_all(
             ) from exc
 
     agents = a2a_agent_specs(plan) if stack.protocol == "a2a" else []
-    async with open_protocol(stack.protocol, tools, agents, agent_work) as protocol:
+    # the web first: the protocol's tool servers serve tools bound to it
+    with open_web_environment(config.web, config.web_options) as web:
+        tools = web.tools(list(config.tools))
+        async with open_protocol(stack.protocol, tools, agents, agent_work) as protocol:
 
-        async def one(task: Task, run_id: str) -> None:
-            async with semaphore:
-                trace = await _run_task(
-                    config, stack, task, run_id, plan, gateway, protocol, framework
-                )
-            checkpoint.append(trace)
-            results.append(trace)
-            log.info(
-                "run %s task=%s status=%s %.1fs tokens=%d+%d tools=%d",
-                run_id, task.task_id, trace.status, trace.wall_seconds,
-                trace.prompt_tokens, trace.completion_tokens, len(trace.tool_calls),
-            )  # fmt: skip
+            async def one(task: Task, run_id: str) -> None:
+                async with semaphore:
+                    trace = await _run_task(
+                        config, stack, task, run_id, plan, gateway, protocol, framework, web
+                    )
+                checkpoint.append(trace)
+                results.append(trace)
+                log.info(
+                    "run %s task=%s status=%s %.1fs tokens=%d+%d tools=%d success=%s",
+                    run_id, task.task_id, trace.status, trace.wall_seconds,
+                    trace.prompt_tokens, trace.completion_tokens, len(trace.tool_calls),
+                    trace.success,
+                )  # fmt: skip
 
-        await asyncio.gather(*(one(t, rid) for t, rid in todo))
+            await asyncio.gather(*(one(t, rid) for t, rid in todo))
     return results
 
 

@@ -93,6 +93,12 @@ class RunTrace:
     # time in protocol handling without the work itself: MCP server-side; A2A as the
     # orchestrator waited on its exchanges (client, transport, server) minus the agents' work
     protocol_seconds: float = 0.0
+    # the task's programmatic check (objective ground truth beside the judge): None when the
+    # task has no check, or its check needs the sandbox and the run was on the live web
+    success: bool | None = None
+    check_detail: str | None = None
+    web: str = "sandbox"  # sandbox | live
+    web_state: str | None = None  # JSON: the run's sandbox session state at its end
 
     def to_row(self) -> dict[str, Any]:
         return asdict(self)
@@ -186,6 +192,10 @@ RUN_SCHEMA = pa.schema(
         ("protocol_bytes_sent", pa.int64()),
         ("protocol_bytes_received", pa.int64()),
         ("protocol_seconds", pa.float64()),
+        ("success", pa.bool_()),
+        ("check_detail", pa.string()),
+        ("web", pa.string()),
+        ("web_state", pa.string()),
     ]
 )
 

@@ -129,6 +129,7 @@ def render_prompt(
         tools=", ".join(tool_names) if tool_names else "none",
         subtask=subtask if subtask is not None else task.confirmed_task,
         max_subtasks=max_subtasks,
+        start_url=task.start_url or "(none given)",
     )
     if prompt_format:
         from mastif.protocols.envelope import wrap_prompt

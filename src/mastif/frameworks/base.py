@@ -109,7 +109,7 @@ class RunContext:
         framework could not parse) are a failed call, recorded as such.
         """
         if isinstance(arguments, dict):
-            result = await self.tools.call(name, arguments)
+            result = await self.tools.call(name, arguments, self.run_id)
         else:
             result = ToolResult(False, "", f"arguments are not a JSON object: {arguments!r}"[:500])
         self.recorder.tool_call(node, step, name, arguments, result)

@@ -18,8 +18,10 @@ class ToolTransport(Protocol):
         """Tools offered to the model: name, guidance description, JSON-schema parameters."""
         ...
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
-        """Call a tool by name with the model's typed arguments; never raises.
+    async def call(
+        self, name: str, arguments: dict[str, Any], run_id: str | None = None
+    ) -> ToolResult:
+        """Call a tool by name with the model's typed arguments for run ``run_id``; never raises.
 
         A name that is not offered is a failed call (a hallucinated tool, paper Eq. 5).
         """

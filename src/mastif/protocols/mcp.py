@@ -153,7 +153,7 @@ class McpToolServer:
             start = time.perf_counter()
             try:
                 # tools may block (python_repl waits on a child process): keep the loop free
-                result = await asyncio.to_thread(tool.invoke, arguments)
+                result = await asyncio.to_thread(tool.invoke, arguments, run_id)
             finally:
                 self.meter.add_inner(run_id, time.perf_counter() - start)
         if self._on_call is not None:

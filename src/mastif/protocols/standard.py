@@ -15,9 +15,11 @@ class InProcessTransport:
     def tool_specs(self) -> list[Tool]:
         return list(self._tools.values())
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+    async def call(
+        self, name: str, arguments: dict[str, Any], run_id: str | None = None
+    ) -> ToolResult:
         tool = self._tools.get(name)
         if tool is None:
             return ToolResult(False, "", f"unknown tool {name!r}; offered: {sorted(self._tools)}")
         # tools may block (python_repl waits on a child process): keep the event loop free
-        return await asyncio.to_thread(tool.invoke, arguments)
+        return await asyncio.to_thread(tool.invoke, arguments, run_id)

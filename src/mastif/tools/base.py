@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,20 @@ class ToolError(Exception):
     """Raised inside a tool function to report a failure with a clear message."""
 
 
+#: the run a tool call belongs to, set by :meth:`Tool.invoke` for the call's duration, so
+#: tools with per-run state (the browser page, the sandbox session) find theirs whichever
+#: framework, protocol or thread the call came through
+_CURRENT_RUN: ContextVar[str | None] = ContextVar("mastif_current_run", default=None)
+
+
+def current_run_id() -> str:
+    """The run of the tool call in progress; :class:`ToolError` outside a run's call."""
+    run_id = _CURRENT_RUN.get()
+    if run_id is None:
+        raise ToolError("this tool keeps per-run state and was called outside a run")
+    return run_id
+
+
 @dataclass(frozen=True)
 class Tool:
     name: str
@@ -35,9 +50,13 @@ class Tool:
     parameters: dict[str, Any]
     func: Callable[..., str] = field(repr=False)
 
-    def invoke(self, arguments: dict[str, Any]) -> ToolResult:
-        """Validate ``arguments`` against the schema, call the tool, time it, never raise."""
+    def invoke(self, arguments: dict[str, Any], run_id: str | None = None) -> ToolResult:
+        """Validate ``arguments`` against the schema, call the tool, time it, never raise.
+
+        ``run_id``: the run the call belongs to (see :func:`current_run_id`).
+        """
         start = time.perf_counter()
+        token = _CURRENT_RUN.set(run_id)
         try:
             if not isinstance(arguments, dict):
                 raise ToolError(f"arguments must be a JSON object, got {type(arguments).__name__}")
@@ -49,8 +68,10 @@ class Tool:
             msg = f"invalid arguments for {self.name}: {exc.message}"
             return ToolResult(False, "", msg, time.perf_counter() - start)
         except Exception as exc:  # noqa: BLE001 - a tool failure is data, not a crash
-            msg = f"{type(exc).__name__}: {exc}"
+            msg = str(exc) if isinstance(exc, ToolError) else f"{type(exc).__name__}: {exc}"
             return ToolResult(False, "", msg, time.perf_counter() - start)
+        finally:
+            _CURRENT_RUN.reset(token)
 
     def _drop_null_optionals(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """``null`` for an optional parameter means "not given".

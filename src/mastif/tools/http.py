@@ -7,15 +7,16 @@ enforcement point and redirects cannot smuggle a request to a private address. F
 (refused URL, DNS, connection, timeout, HTTP status >= 400) raise :class:`ToolError`, which
 ``Tool.invoke`` turns into a failed call in the trace.
 
-``cookies`` are per fetcher: the web environment gives each run a fetcher carrying that
-run's sandbox session cookie, so runs never share server-side state.
+``cookies`` are per fetcher and per ``host:port``: the web environment gives each run a
+fetcher carrying that run's sandbox session cookie for the sandbox's address only, so runs
+never share server-side state and the cookie never leaves for another host.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 import httpx
 
@@ -31,11 +32,15 @@ MAX_BYTES = 5 * 1024 * 1024
 class HttpFetcher:
     policy: UrlPolicy = field(default_factory=UrlPolicy)
     timeout_s: float = 20.0
-    cookies: Mapping[str, str] = field(default_factory=dict)
+    #: ``host:port`` -> cookies sent to that address only
+    cookies: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     user_agent: str = USER_AGENT
 
-    def with_cookies(self, cookies: Mapping[str, str]) -> HttpFetcher:
-        return HttpFetcher(self.policy, self.timeout_s, dict(cookies), self.user_agent)
+    def _cookie_header(self, url: str) -> dict[str, str]:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        jar = self.cookies.get(f"{parts.hostname}:{port}")
+        return {"Cookie": "; ".join(f"{k}={v}" for k, v in jar.items())} if jar else {}
 
     def get(
         self,
@@ -64,14 +69,13 @@ class HttpFetcher:
         json: object | None = None,
     ) -> httpx.Response:
         send_headers = {"User-Agent": self.user_agent, **(headers or {})}
-        with httpx.Client(
-            timeout=self.timeout_s, follow_redirects=False, cookies=dict(self.cookies)
-        ) as client:
+        with httpx.Client(timeout=self.timeout_s, follow_redirects=False) as client:
             for _ in range(MAX_REDIRECTS + 1):
                 check_url(url, self.policy)
+                hop_headers = {**send_headers, **self._cookie_header(url)}
                 try:
                     response = client.request(
-                        method, url, params=params, headers=send_headers, data=data, json=json
+                        method, url, params=params, headers=hop_headers, data=data, json=json
                     )
                 except httpx.TimeoutException:
                     raise ToolError(f"timed out after {self.timeout_s:g}s fetching {url}") from None

@@ -1,0 +1,199 @@
+"""One headless Chromium per stack job, one page per run, for the browser tools.
+
+Playwright's API is bound to the event loop it started on, while tools are called from
+worker threads (``asyncio.to_thread``) of whatever loop a framework runs. So the browser
+lives on a thread of its own with its own loop; :meth:`BrowserService.call` submits a
+coroutine there and blocks the calling tool thread until it finishes or times out.
+
+Each run gets its own ``BrowserContext`` (a fresh cookie jar and storage, seeded with the
+run's sandbox session cookie) holding one page, created on the run's first browser call
+and closed by :meth:`BrowserService.end_run`. A click in one step is therefore still
+there in the next step of the same run, and never visible to another run.
+
+Every request the page makes — navigations, redirects, sub-resources — passes the URL
+policy (:mod:`mastif.tools.netpolicy`) in a route handler, so a page cannot pull the
+browser to a private address either. Chromium is Debian's (``/usr/bin/chromium``), started
+headless with background networking, component updates and sync off and a fresh profile
+(Playwright's default temporary one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from mastif.tools.base import ToolError
+from mastif.tools.netpolicy import UrlPolicy, check_url
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+CHROMIUM_ARGS = (
+    "--no-sandbox",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--no-first-run",
+)
+
+
+@dataclass(frozen=True)
+class BrowserOptions:
+    executable: str = "/usr/bin/chromium"
+    headless: bool = True
+    #: per browser action (navigation, click, fill); a tool call waits a little longer
+    action_timeout_s: float = 15.0
+
+
+@dataclass
+class _RunPage:
+    context: Any  # playwright BrowserContext
+    page: Any  # playwright Page
+    refused: list[str] = field(default_factory=list)
+
+
+class BrowserService:
+    """Headless Chromium on a private thread; thread-safe :meth:`call` per run."""
+
+    def __init__(
+        self,
+        options: BrowserOptions,
+        policy: UrlPolicy,
+        cookies_for: Callable[[str], list[dict[str, str]]] | None = None,
+    ) -> None:
+        self.options = options
+        self.policy = policy
+        self._cookies_for = cookies_for
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="browser", daemon=True)
+        self._thread.start()
+        self._playwright: Any = None
+        self._browser: Any = None
+        self._pages: dict[str, _RunPage] = {}
+        self._closed = False
+
+    # ------------------------------------------------------------------ public
+
+    def call(self, run_id: str, action: Callable[[Any], Awaitable[T]]) -> T:
+        """Run ``action(page)`` on the run's page (created on first use); return its result.
+
+        Blocks the calling thread. Raises :class:`ToolError` when the browser cannot be
+        started or the action overruns its time; exceptions of ``action`` propagate.
+        """
+        if self._closed:
+            raise ToolError("the browser has been shut down")
+        future = asyncio.run_coroutine_threadsafe(self._on_page(run_id, action), self._loop)
+        try:
+            return future.result(timeout=self.options.action_timeout_s * 2 + 10)
+        except FutureTimeout:
+            future.cancel()
+            raise ToolError(
+                f"browser action took longer than {self.options.action_timeout_s * 2 + 10:g}s"
+            ) from None
+
+    def has_page(self, run_id: str) -> bool:
+        return run_id in self._pages
+
+    def end_run(self, run_id: str) -> None:
+        """Close the run's page and context (nothing to do if it never browsed)."""
+        if self._closed or run_id not in self._pages:
+            return
+        asyncio.run_coroutine_threadsafe(self._close_run(run_id), self._loop).result(timeout=30)
+
+    def close(self) -> None:
+        """Close every page, the browser and Playwright; stop the thread."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(timeout=30)
+        except Exception:  # noqa: BLE001 - shutting down: log, then stop the loop regardless
+            log.exception("browser shutdown failed")
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()
+
+    def __enter__(self) -> BrowserService:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ browser loop
+
+    async def _ensure_browser(self) -> Any:
+        if self._browser is None:
+            from playwright.async_api import async_playwright
+
+            try:
+                self._playwright = await async_playwright().start()
+                self._browser = await self._playwright.chromium.launch(
+                    executable_path=self.options.executable,
+                    headless=self.options.headless,
+                    args=list(CHROMIUM_ARGS),
+                )
+            except Exception as exc:
+                raise ToolError(
+                    f"could not start Chromium at {self.options.executable}: {exc}"
+                ) from exc
+        return self._browser
+
+    async def _page_for(self, run_id: str) -> _RunPage:
+        if run_id not in self._pages:
+            browser = await self._ensure_browser()
+            context = await browser.new_context(service_workers="block")
+            context.set_default_timeout(self.options.action_timeout_s * 1000)
+            context.set_default_navigation_timeout(self.options.action_timeout_s * 1000)
+            run = _RunPage(context, None)
+            await context.route("**/*", lambda route: self._guard(route, run))
+            if self._cookies_for is not None:
+                cookies = self._cookies_for(run_id)
+                if cookies:
+                    await context.add_cookies(cookies)
+            run.page = await context.new_page()
+            self._pages[run_id] = run
+        return self._pages[run_id]
+
+    async def _guard(self, route: Any, run: _RunPage) -> None:
+        """Let a request through only if the URL policy allows it."""
+        url = route.request.url
+        if url.startswith(("data:", "about:", "blob:")):
+            await route.continue_()
+            return
+        try:
+            await asyncio.to_thread(check_url, url, self.policy)
+        except ToolError as exc:
+            run.refused.append(str(exc))
+            await route.abort("blockedbyclient")
+            return
+        await route.continue_()
+
+    async def _on_page(self, run_id: str, action: Callable[[Any], Awaitable[T]]) -> T:
+        run = await self._page_for(run_id)
+        run.refused.clear()
+        return await action(run.page)
+
+    def refused(self, run_id: str) -> list[str]:
+        """Requests the policy refused during the run's last browser action."""
+        run = self._pages.get(run_id)
+        return list(run.refused) if run else []
+
+    async def _close_run(self, run_id: str) -> None:
+        run = self._pages.pop(run_id, None)
+        if run is not None:
+            await run.context.close()
+
+    async def _shutdown(self) -> None:
+        for run_id in list(self._pages):
+            await self._close_run(run_id)
+        if self._browser is not None:
+            await self._browser.close()
+        if self._playwright is not None:
+            await self._playwright.stop()

@@ -1,0 +1,461 @@
+"""The web tools: search, browse, fetch, scrape, click and type.
+
+``web_search``, ``web_browser``, ``requests_get``, ``beautifulsoup_scraper``,
+``web_interaction`` and ``keyboard_interaction`` are built by :func:`make_web_tools` for
+one :class:`WebAccess` (the stack job's web environment: the offline sandbox or the live
+web). Their state is per run: the browser tools act on the run's own page (see
+:mod:`mastif.tools.browser`), the HTTP tools carry the run's sandbox session cookie.
+
+Page listings number every link, field and button (``[7]``) and the interaction tools
+accept that number as a target, because small models cannot write CSS selectors reliably;
+labels, button texts and selectors work too. Every failure — a refused or unreachable URL,
+an HTTP status of 400 or more, an element that is not there, a timeout — raises
+:class:`~mastif.tools.base.ToolError`, so the trace records a failed call (paper Eq. 5),
+never a success whose text happens to describe an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import urljoin
+
+from bs4 import BeautifulSoup
+
+from mastif.tools.base import Tool, ToolError, current_run_id
+from mastif.tools.browser import BrowserService
+from mastif.tools.builtin import _schema, _truncate
+from mastif.tools.http import HttpFetcher
+from mastif.tools.netpolicy import check_url
+
+WEB_TOOL_NAMES = (
+    "web_search",
+    "web_browser",
+    "requests_get",
+    "beautifulsoup_scraper",
+    "web_interaction",
+    "keyboard_interaction",
+)
+
+#: how many links / fields / buttons a page listing shows
+MAX_LISTED = 40
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    title: str
+    url: str
+    snippet: str
+
+
+class WebAccess(Protocol):
+    """What the web tools need from the environment they run in."""
+
+    browser: BrowserService
+    page_chars: int
+
+    def fetcher(self) -> HttpFetcher:
+        """The HTTP fetcher of the run in progress (its policy and session cookie)."""
+        ...
+
+    def resolve(self, url: str, base: str | None = None) -> str:
+        """An absolute URL for ``url`` (a bare path is taken relative to ``base`` or the
+        environment's home)."""
+        ...
+
+    def search(self, query: str, max_results: int) -> list[SearchHit]:
+        """The search backend: the sandbox's engine or the live one."""
+        ...
+
+
+# --------------------------------------------------------------------------------------
+# Page listing (runs inside the page)
+# --------------------------------------------------------------------------------------
+
+#: Numbers visible links, fields and buttons with data-mastif-ref and lists them.
+_SNAPSHOT_JS = """
+(maxListed) => {
+  const out = {title: document.title, url: location.href,
+               text: document.body ? document.body.innerText : '',
+               links: [], fields: [], buttons: []};
+  const shown = el => !!(el.offsetWidth || el.offsetHeight || el.getClientRects().length);
+  const clean = s => (s || '').replace(/\\s+/g, ' ').trim().slice(0, 80);
+  const labelOf = el => {
+    if (el.id) {
+      const l = document.querySelector('label[for="' + CSS.escape(el.id) + '"]');
+      if (l) return clean(l.innerText);
+    }
+    const wrap = el.closest('label');
+    if (wrap) return clean(wrap.innerText);
+    return clean(el.getAttribute('aria-label') || el.getAttribute('placeholder') || el.name);
+  };
+  let n = 0;
+  document.querySelectorAll('[data-mastif-ref]').forEach(el => el.removeAttribute('data-mastif-ref'));
+  document.querySelectorAll('a[href], input, select, textarea, button').forEach(el => {
+    if (el.type === 'hidden' || !shown(el)) return;
+    n += 1;
+    el.setAttribute('data-mastif-ref', String(n));
+    const tag = el.tagName.toLowerCase();
+    if (tag === 'a') {
+      out.links.push({ref: n, text: clean(el.innerText) || clean(el.title), href: el.getAttribute('href')});
+    } else if (tag === 'button' || (tag === 'input' && ['submit', 'button', 'reset', 'image'].includes(el.type))) {
+      out.buttons.push({ref: n, text: clean(el.innerText || el.value || el.getAttribute('aria-label'))});
+    } else {
+      const f = {ref: n, kind: tag === 'input' ? el.type : tag, label: labelOf(el), value: clean(el.value)};
+      if (tag === 'select') f.options = Array.from(el.options).map(o => clean(o.text)).slice(0, 25);
+      if (el.type === 'checkbox' || el.type === 'radio') f.checked = el.checked;
+      out.fields.push(f);
+    }
+  });
+  return out;
+}
+"""
+
+
+def format_snapshot(snap: dict[str, Any], text_chars: int) -> str:
+    """A page as compact text: title, URL, visible text, then numbered links/fields/buttons."""
+    lines = [f"Page: {snap['title'] or '(untitled)'}", f"URL: {snap['url']}", "", "Text:"]
+    text = re.sub(r"\n\s*\n+", "\n", snap["text"] or "").strip()
+    lines.append(_truncate(text, text_chars) if text else "(no text)")
+    if snap["links"]:
+        lines.append("")
+        lines.append("Links:")
+        lines += [f"[{x['ref']}] {x['text'] or x['href']} -> {x['href']}" for x in snap["links"][:MAX_LISTED]]
+    if snap["fields"]:
+        lines.append("")
+        lines.append("Form fields:")
+        for f in snap["fields"][:MAX_LISTED]:
+            desc = f"[{f['ref']}] {f['kind']} \"{f['label']}\""
+            if f.get("value"):
+                desc += f" = \"{f['value']}\""
+            if "checked" in f:
+                desc += " (checked)" if f["checked"] else " (unchecked)"
+            if f.get("options"):
+                desc += " options: " + ", ".join(f["options"])
+            lines.append(desc)
+    if snap["buttons"]:
+        lines.append("")
+        lines.append("Buttons: " + "; ".join(f"[{b['ref']}] {b['text']}" for b in snap["buttons"][:MAX_LISTED]))
+    return "\n".join(lines)
+
+
+async def _snapshot(page: Any, text_chars: int) -> str:
+    await page.wait_for_load_state("domcontentloaded")
+    return format_snapshot(await page.evaluate(_SNAPSHOT_JS, MAX_LISTED), text_chars)
+
+
+_REF = re.compile(r"^\s*\[?\s*(\d+)\s*\]?\s*$")
+_CSS_HINT = re.compile(r"^[#.\[]|[=>:\[]")
+
+
+async def _locate(page: Any, target: str) -> Any:
+    """The element ``target`` names: a listing number, a CSS selector, a label, a button or
+    link text, a placeholder or visible text, tried in that order."""
+    target = target.strip()
+    if not target:
+        raise ToolError("target is empty; give an element number like [3], a label or a text")
+    ref = _REF.match(target)
+    candidates: list[Any] = []
+    if ref:
+        candidates.append(page.locator(f'[data-mastif-ref="{ref.group(1)}"]'))
+    else:
+        if _CSS_HINT.search(target):
+            candidates.append(page.locator(target))
+        candidates += [
+            page.get_by_label(target, exact=True),
+            page.get_by_role("button", name=target, exact=True),
+            page.get_by_role("link", name=target, exact=True),
+            page.get_by_label(target),
+            page.get_by_role("button", name=target),
+            page.get_by_role("link", name=target),
+            page.get_by_placeholder(target),
+            page.get_by_text(target),
+        ]
+    for locator in candidates:
+        try:
+            if await locator.count() > 0:
+                return locator.first
+        except Exception:  # noqa: BLE001 - an invalid selector: try the next reading of target
+            continue
+    raise ToolError(
+        f"no element matches {target!r} on {page.url}; use a number from the page listing, "
+        "a field label or a button/link text"
+    )
+
+
+class _Navigation:
+    """Follows the navigation an action starts (a click on a link, Enter in a form).
+
+    ``page.goto`` reports its response, but a navigation a click or key press starts is
+    only visible in the page's events: the status of the main frame's document response is
+    taken from there, so an HTTP error page after a click is a failed action.
+    """
+
+    #: how long an action gets to start a navigation before it counts as in-page only
+    START_S = 0.15
+
+    def __init__(self, page: Any) -> None:
+        self.page = page
+        self.requested = False
+        self.status: int | None = None
+        self.url: str | None = None
+
+    def __enter__(self) -> _Navigation:
+        self.page.on("request", self._on_request)
+        self.page.on("response", self._on_response)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.page.remove_listener("request", self._on_request)
+        self.page.remove_listener("response", self._on_response)
+
+    def _main(self, request: Any) -> bool:
+        return bool(request.is_navigation_request() and request.frame == self.page.main_frame)
+
+    def _on_request(self, request: Any) -> None:
+        if self._main(request):
+            self.requested = True
+
+    def _on_response(self, response: Any) -> None:
+        if self._main(response.request):
+            self.status, self.url = response.status, response.url
+
+    async def settle(self, timeout_s: float) -> None:
+        """Wait for a navigation the action started (if any); fail on an HTTP error page."""
+        await asyncio.sleep(self.START_S)
+        deadline = time.monotonic() + timeout_s
+        while self.requested and self.status is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        try:
+            await self.page.wait_for_load_state("domcontentloaded", timeout=timeout_s * 1000)
+        except Exception:  # noqa: BLE001 - a slow page is not the action's failure
+            pass
+        if self.status is not None and self.status >= 400:
+            text = (await self.page.inner_text("body"))[:300]
+            raise ToolError(f"HTTP {self.status} from {self.url}: {text.strip()}")
+
+
+def make_web_tools(web: WebAccess) -> list[Tool]:
+    """The six web tools bound to ``web``."""
+    chars = web.page_chars
+    timeout = web.browser.options.action_timeout_s
+
+    def on_page(action: Callable[[Any], Any]) -> str:
+        return web.browser.call(current_run_id(), action)
+
+    def web_search(query: str, max_results: int = 5) -> str:
+        hits = web.search(query, max_results)
+        if not hits:
+            raise ToolError(f"no results for {query!r}")
+        return "\n".join(
+            f"{i}. {h.title}\n   {h.url}\n   {h.snippet}" for i, h in enumerate(hits, 1)
+        )
+
+    def web_browser(url: str) -> str:
+        run_id = current_run_id()
+
+        async def go(page: Any) -> str:
+            current = page.url if page.url.startswith("http") else None
+            absolute = web.resolve(url, current)
+            # a clear refusal before Chromium tries (the route guard also blocks it)
+            check_url(absolute, web.browser.policy)
+            try:
+                response = await page.goto(absolute, wait_until="domcontentloaded")
+            except Exception as exc:  # noqa: BLE001 - Playwright's errors: navigation failed
+                raise ToolError(f"could not open {absolute}: {str(exc).splitlines()[0]}") from None
+            if response is not None and response.status >= 400:
+                body = (await page.inner_text("body"))[:300].strip()
+                raise ToolError(f"HTTP {response.status} from {absolute}: {body}")
+            return await _snapshot(page, chars)
+
+        return web.browser.call(run_id, go)
+
+    def web_interaction(action: str, target: str, value: str | None = None) -> str:
+        async def act(page: Any) -> str:
+            if not page.url.startswith("http"):
+                raise ToolError("no page is open yet; open one with web_browser first")
+            element = await _locate(page, target)
+            with _Navigation(page) as nav:
+                try:
+                    if action == "click":
+                        await element.click()
+                    elif action == "fill":
+                        await element.fill(_need(value, action))
+                    elif action == "select":
+                        await _select(element, _need(value, action))
+                    elif action == "check":
+                        await element.check()
+                    elif action == "uncheck":
+                        await element.uncheck()
+                except ToolError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - Playwright refused the action
+                    raise ToolError(
+                        f"could not {action} {target!r}: {str(exc).splitlines()[0]}"
+                    ) from None
+                await nav.settle(timeout)
+            return await _snapshot(page, chars)
+
+        return on_page(act)
+
+    def keyboard_interaction(
+        keys: str | None = None, text: str | None = None, target: str | None = None
+    ) -> str:
+        if not keys and not text:
+            raise ToolError("give text to type, keys to press, or both")
+
+        async def press(page: Any) -> str:
+            if not page.url.startswith("http"):
+                raise ToolError("no page is open yet; open one with web_browser first")
+            if target:
+                await (await _locate(page, target)).focus()
+            with _Navigation(page) as nav:
+                try:
+                    if text:
+                        await page.keyboard.type(text)
+                    for key in (keys or "").replace(",", " ").split():
+                        await page.keyboard.press(key)
+                except Exception as exc:  # noqa: BLE001 - e.g. an unknown key name
+                    raise ToolError(f"keyboard input failed: {str(exc).splitlines()[0]}") from None
+                await nav.settle(timeout)
+            return await _snapshot(page, chars)
+
+        return on_page(press)
+
+    def requests_get(url: str) -> str:
+        absolute = web.resolve(url)
+        response = web.fetcher().get(absolute)
+        kind = response.headers.get("content-type", "unknown")
+        return _truncate(f"HTTP {response.status_code} ({kind})\n\n{response.text}", chars)
+
+    def beautifulsoup_scraper(url: str, selector: str | None = None, attribute: str | None = None) -> str:
+        absolute = web.resolve(url)
+        response = web.fetcher().get(absolute)
+        soup = BeautifulSoup(response.text, "html.parser")
+        if not selector:
+            for tag in soup(["script", "style", "noscript"]):
+                tag.decompose()
+            title = soup.title.get_text(strip=True) if soup.title else "(untitled)"
+            text = soup.get_text("\n", strip=True)
+            links = [
+                f"- {a.get_text(' ', strip=True) or a['href']} -> {urljoin(str(response.url), a['href'])}"
+                for a in soup.find_all("a", href=True)[:MAX_LISTED]
+            ]
+            return _truncate(f"Title: {title}\n\n{text}\n\nLinks:\n" + "\n".join(links), chars)
+        try:
+            found = soup.select(selector)
+        except Exception as exc:  # noqa: BLE001 - soupsieve's error for a bad selector
+            raise ToolError(f"invalid CSS selector {selector!r}: {exc}") from None
+        if not found:
+            raise ToolError(f"no element matches {selector!r} on {absolute}")
+        if attribute:
+            values = [el.get(attribute) for el in found if el.get(attribute) is not None]
+            if not values:
+                raise ToolError(f"no element matching {selector!r} has attribute {attribute!r}")
+            items = [v if isinstance(v, str) else " ".join(v) for v in values]
+        else:
+            items = [el.get_text(" ", strip=True) for el in found]
+        return _truncate("\n".join(f"{i}. {t}" for i, t in enumerate(items[:50], 1)), chars)
+
+    return [
+        Tool(
+            "web_search",
+            "Search the web and get titles, links and snippets. Use this tool first when you "
+            "do not know which page has the answer; snippets often contain prices, ratings or "
+            "dates. Do NOT use it to read a page you already have a link to.",
+            _schema(
+                {
+                    "query": {"type": "string", "minLength": 1, "description": "what to look for"},
+                    "max_results": {"type": "integer", "minimum": 1, "maximum": 10},
+                },
+                ["query"],
+            ),
+            web_search,
+        ),
+        Tool(
+            "web_browser",
+            "Open a URL in the browser and read the page: its text and numbered links, form "
+            "fields and buttons. Use this tool to go to a page or follow a link. Do NOT use "
+            "it to click buttons or fill forms (use web_interaction).",
+            _schema({"url": {"type": "string", "minLength": 1, "description": "URL or path"}}, ["url"]),
+            web_browser,
+        ),
+        Tool(
+            "requests_get",
+            "Fetch a URL with a plain HTTP GET and return the raw response body (HTML, JSON "
+            "or text). Use this tool for APIs and raw files. Do NOT use it for pages you "
+            "need to click through.",
+            _schema({"url": {"type": "string", "minLength": 1}}, ["url"]),
+            requests_get,
+        ),
+        Tool(
+            "beautifulsoup_scraper",
+            "Download a web page and extract text: the whole readable text and links, or "
+            "only elements matching a CSS selector (optionally one attribute of them). Use "
+            "this tool to pull specific data out of a page. Do NOT use it to interact.",
+            _schema(
+                {
+                    "url": {"type": "string", "minLength": 1},
+                    "selector": {"type": "string", "description": "CSS selector, e.g. '.price'"},
+                    "attribute": {"type": "string", "description": "e.g. 'href'"},
+                },
+                ["url"],
+            ),
+            beautifulsoup_scraper,
+        ),
+        Tool(
+            "web_interaction",
+            "Act on the page open in the browser: click a link or button, fill a text "
+            "field, select an option, check a box. Target an element by its [number] from "
+            "the page listing, its label or its text. Do NOT use it before web_browser.",
+            _schema(
+                {
+                    "action": {"type": "string", "enum": ["click", "fill", "select", "check", "uncheck"]},
+                    "target": {"type": "string", "minLength": 1, "description": "[number], label or text"},
+                    "value": {"type": "string", "description": "text to fill or option to select"},
+                },
+                ["action", "target"],
+            ),
+            web_interaction,
+        ),
+        Tool(
+            "keyboard_interaction",
+            "Type text and press keys (Enter, Tab, ArrowDown, Control+A) in the page open in "
+            "the browser, optionally into a target field first. Use this tool to submit a "
+            "search with Enter. Do NOT use it to open URLs.",
+            _schema(
+                {
+                    "keys": {"type": "string", "description": "keys to press, e.g. 'Enter'"},
+                    "text": {"type": "string", "description": "text to type"},
+                    "target": {"type": "string", "description": "[number] or label to focus first"},
+                },
+                [],
+            ),
+            keyboard_interaction,
+        ),
+    ]
+
+
+def _need(value: str | None, action: str) -> str:
+    if value is None:
+        raise ToolError(f"action {action!r} needs a value")
+    return value
+
+
+async def _select(element: Any, value: str) -> None:
+    """Select by visible label first (what the model reads), then by option value."""
+    try:
+        await element.select_option(label=value, timeout=3000)
+    except Exception:  # noqa: BLE001 - not a label: try it as the option's value
+        await element.select_option(value=value, timeout=3000)
+
+
+def hits_from_json(payload: str | bytes) -> list[SearchHit]:
+    """Hits from the sandbox engine's ``/search/api`` JSON."""
+    data = json.loads(payload)
+    return [SearchHit(r["title"], r["url"], r.get("snippet", "")) for r in data["results"]]

@@ -1,0 +1,126 @@
+"""A small site on loopback for the web tools' tests: links, a form, per-cookie state,
+errors and a redirect to a private address. Served by uvicorn on a thread of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import itertools
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+COOKIE = "mastif_session"
+
+
+def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
+    return HTMLResponse(
+        f"<!doctype html><html><head><title>{title}</title></head><body>{body}</body></html>",
+        status_code=status,
+    )
+
+
+def build_fixture_app() -> Starlette:
+    counts: Counter[str] = Counter()
+    fresh = itertools.count(1)
+
+    async def home(request: Request) -> Response:
+        return _page(
+            "Fixture home",
+            "<h1>Welcome</h1><p>The lighthouse opened in 1871.</p>"
+            '<a href="/form">Order form</a> <a href="/counter">Counter</a>'
+            '<p class="price">$12.50</p><p class="price">$7.25</p>',
+        )
+
+    async def form(request: Request) -> Response:
+        return _page(
+            "Order form",
+            '<form action="/result" method="get">'
+            '<label for="q">Query</label><input id="q" name="q">'
+            '<label for="color">Color</label><select id="color" name="color">'
+            '<option value="r">Red</option><option value="b">Blue</option></select>'
+            '<label><input type="checkbox" name="express"> Express delivery</label>'
+            '<button type="submit">Go</button></form>',
+        )
+
+    async def result(request: Request) -> Response:
+        p = request.query_params
+        text = f"q={p.get('q', '')} color={p.get('color', '')} express={p.get('express', 'off')}"
+        return _page("Result", f"<p id='out'>{html.escape(text)}</p>")
+
+    async def counter(request: Request) -> Response:
+        # a visitor without the cookie gets a fresh one, as the sandbox does
+        who = request.cookies.get(COOKIE) or f"anon-{next(fresh)}"
+        if request.method == "POST":
+            counts[who] += 1
+            response: Response = RedirectResponse("/counter", status_code=303)
+        else:
+            response = _page(
+                "Counter",
+                f"<p>Count: {counts[who]}</p><form method='post'><button>Add one</button></form>",
+            )
+        response.set_cookie(COOKIE, who)
+        return response
+
+    async def missing(request: Request) -> Response:
+        return _page("Not found", "<p>No such page</p>", 404)
+
+    async def bad_link(request: Request) -> Response:
+        return _page("Bad link", '<a href="/missing">Broken</a>')
+
+    async def data(request: Request) -> Response:
+        return JSONResponse({"items": [1, 2, 3], "cookie": request.cookies.get(COOKIE)})
+
+    async def to_private(request: Request) -> Response:
+        return RedirectResponse("http://10.0.0.1/secret", status_code=302)
+
+    async def slow(request: Request) -> Response:
+        await asyncio.sleep(3)
+        return _page("Slow", "<p>late</p>")
+
+    return Starlette(
+        routes=[
+            Route("/", home),
+            Route("/form", form),
+            Route("/result", result),
+            Route("/counter", counter, methods=["GET", "POST"]),
+            Route("/missing", missing),
+            Route("/bad-link", bad_link),
+            Route("/data.json", data),
+            Route("/to-private", to_private),
+            Route("/slow", slow),
+        ]
+    )
+
+
+class ThreadedServer:
+    """uvicorn serving ``app`` on 127.0.0.1 (ephemeral port) from a background thread."""
+
+    def __init__(self, app: Any) -> None:
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+        self.server = uvicorn.Server(config)
+        self.server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> ThreadedServer:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("fixture server did not start")
+            time.sleep(0.02)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.host_port = f"127.0.0.1:{port}"
+        self.base_url = f"http://{self.host_port}"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
