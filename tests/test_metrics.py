@@ -371,3 +371,43 @@ def test_pareto_front_nan_and_custom_objectives() -> None:
     assert pareto_front(df, maximise=["x"], minimise=["y"]).to_list() == [True, False, True]
     assert pareto_front(df, maximise=["x"], minimise=[]).to_list() == [True, False, False]
     assert pareto_front(df.head(0), maximise=["x"], minimise=["y"]).len() == 0
+
+
+# --------------------------------------------------------------------------- ground truth
+
+
+def test_judge_agreement_hand_computed() -> None:
+    from mastif.metrics import judge_agreement
+
+    # 4 pairs (None rows are skipped): agree 3 of 4; p_o = .75,
+    # p_e = P(check T)P(judge T) + P(check F)P(judge F) = .5*.25 + .5*.75 = .5 -> κ = .5
+    check = [True, True, False, False, None, True]
+    judge = [True, False, False, False, True, None]
+    n, accuracy, kappa = judge_agreement(check, judge)
+    assert (n, accuracy) == (4, 0.75)
+    assert kappa is not None and math.isclose(kappa, 0.5)
+    # one label throughout: chance agreement is 1, κ undefined; accuracy still 1
+    assert judge_agreement([False, False], [False, False]) == (2, 1.0, None)
+    assert judge_agreement([None], [True]) == (0, None, None)
+    # total disagreement on balanced labels: κ = -1
+    assert judge_agreement([True, False], [False, True])[2] == -1.0
+
+
+def test_success_and_judge_agreement_per_stack() -> None:
+    runs = RUNS.with_columns(
+        pl.Series("success", [True, False, True, None, False], dtype=pl.Boolean)
+    )
+    table = run_metrics(runs, JUDGED, VALUES)
+    # judge verdict: TCR >= 0.7; a failed judgement gives no verdict
+    assert table.sort("run_id")["judge_success"].to_list() == [True, False, None, False, False]
+    stacks = stack_metrics(table)
+    a = _row(stacks, "model", "mA")
+    # r1 (T,T) agree, r2 (F,F) agree, r3 no verdict -> 2 pairs, accuracy 1, κ = 1
+    assert (a["n_checked"], a["judge_accuracy"], a["judge_kappa"]) == (3, 1.0, 1.0)
+    assert math.isclose(a["success_rate"], 2 / 3)
+    b = _row(stacks, "model", "mB")  # no check on its task
+    assert (b["n_checked"], b["success_rate"], b["judge_accuracy"]) == (0, None, None)
+    c = _row(stacks, "model", "mC")  # one pair, one label: κ undefined
+    assert (c["n_checked"], c["success_rate"], c["judge_accuracy"], c["judge_kappa"]) == (
+        1, 0.0, 1.0, None,
+    )

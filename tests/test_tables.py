@@ -17,9 +17,10 @@ NAMES = [
     "table5_social_values",
     "table6_best_stacks",
     "table7_protocol_cost",
+    "table8_ground_truth",
     "kruskal_summary",
 ]
-STACK_TABLES = [*NAMES[:4], "table7_protocol_cost"]
+STACK_TABLES = [*NAMES[:4], "table7_protocol_cost", "table8_ground_truth"]
 
 
 @pytest.fixture
@@ -60,6 +61,10 @@ def stacks() -> pl.DataFrame:
             "protocol_s": [0.0123, 0.002, 0.0021, 0.05],
             "model_s": [11.0, 9.0, 19.94, 13.5],
             "protocol_share": [0.0123 / 12.34, 0.002 / 9.96, 0.0021 / 20.8, 0.05 / 15.0],
+            "n_checked": [3, 3, 0, 3],
+            "success_rate": [2 / 3, 0.0, None, 1 / 3],
+            "judge_accuracy": [2 / 3, 1.0, None, 1.0],
+            "judge_kappa": [0.25, None, None, 1.0],
         }
     )
 

@@ -237,3 +237,25 @@ def test_split_loop_is_rejected(tmp_path, fake_model_config):
     nodes[3]["loop"] = True  # loop nodes 0,1,3: not consecutive
     with pytest.raises(ValueError, match="loop nodes must be consecutive"):
         run(cfg, tmp_path)
+
+
+def test_history_shows_each_visits_tool_results_before_its_output() -> None:
+    from mastif.trace import NodeOutput, ToolCall
+    from mastif.workflow import format_history
+
+    outputs = [NodeOutput("navigate", 1, "plan", "Search first."),
+               NodeOutput("interact", 1, "act", "Found it.")]  # fmt: skip
+    calls = [
+        ToolCall("interact", 1, "web_search", '{"query": "tent"}', True, "1. Tent $89", None, 0.1),
+        ToolCall("interact", 1, "web_browser", '{"url": "/x"}', False, "", "HTTP 404 from /x", 0.1),
+        ToolCall("interact", 2, "web_search", "{}", True, "not shown: visit in progress", None, 0),
+    ]
+    assert format_history(outputs, calls).splitlines() == [
+        "[navigate 1] Search first.",
+        '[interact 1] tool web_search({"query": "tent"}) -> ok: 1. Tent $89',
+        '[interact 1] tool web_browser({"url": "/x"}) -> failed: HTTP 404 from /x',
+        "[interact 1] Found it.",
+    ]
+    long = ToolCall("interact", 1, "web_browser", "{}", True, "x" * 5000, None, 0.1)
+    line = format_history(outputs[1:], [long]).splitlines()[0]
+    assert line.endswith(" ...") and len(line) < 800

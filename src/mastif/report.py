@@ -75,6 +75,13 @@ CAPTIONS: dict[str, str] = {
         "(A2A seconds where each exchange is sent), so all zero for protocol standard. "
         "mastif's addition, not in the seed paper."
     ),
+    "table8_ground_truth": (
+        "Table 8. Ground truth beside the judge: runs whose task has a programmatic check "
+        "(n checked), the share of them the check passed (success rate), and the judge's "
+        "agreement with the check when the judge's verdict is TCR >= 0.7: accuracy and "
+        f"Cohen's κ ({DASH} when undefined: no checked run, or one label throughout). "
+        "mastif's addition, not in the seed paper."
+    ),
     "kruskal_summary": (
         "Tests per metric and factor (Kruskal-Wallis H or ANOVA F, chosen by Shapiro-Wilk "
         "normality of the groups); skipped tests give the reason."
@@ -88,6 +95,10 @@ HEADERS: dict[str, str] = {
     "p_value": "p-value",
     "protocol_s": "protocol time",
     "model_s": "model time",
+    "n_checked": "n checked",
+    "success_rate": "success rate",
+    "judge_accuracy": "judge accuracy",
+    "judge_kappa": "Cohen's κ",
 }
 UNITS: dict[str, str] = {"CT": "s", "V": "tokens", "protocol_s": "s", "model_s": "s"}
 ONE_DECIMAL: frozenset[str] = frozenset({"CT", "V", "messages", "calls", "KiB", "model_s"})
@@ -301,6 +312,15 @@ def paper_tables(
                 "protocol_s": "protocol_s",
                 "model_s": "model_s",
                 "protocol_share": "protocol_share",
+            },
+        ),
+        "table8_ground_truth": _stack_table(
+            stacks,
+            {
+                "n_checked": "n_checked",
+                "success_rate": "success_rate",
+                "judge_accuracy": "judge_accuracy",
+                "judge_kappa": "judge_kappa",
             },
         ),
         "kruskal_summary": kruskal_summary(stats_tests),

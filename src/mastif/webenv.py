@@ -153,12 +153,11 @@ def open_web_environment(mode: str, options: WebOptions) -> Iterator[WebEnvironm
     """Start the sandbox (in ``sandbox`` mode) and the browser service; stop both after."""
     if mode == "sandbox":
         from mastif.sandbox import SandboxServer
-        from mastif.sandbox.app import build_app
         from mastif.sandbox.mimic import mimic_routes
         from mastif.tasks.loaders import resources_dir
 
         data_dir = resources_dir() / "sandbox"
-        with SandboxServer(build_app(data_dir, extra_routes=mimic_routes(data_dir))) as sandbox:
+        with SandboxServer(data_dir, extra_routes=mimic_routes(data_dir)) as sandbox:
             env = WebEnvironment(mode, options, sandbox)
             try:
                 yield env

@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from mastif.config import GenerationSpec, NodeSpec, WorkflowSpec, resolve_path
 from mastif.tasks import Task
-from mastif.trace import NodeOutput
+from mastif.trace import NodeOutput, ToolCall
 
 #: how much of each earlier node output is shown to later nodes (small models, small contexts)
 HISTORY_CHARS_PER_OUTPUT = 600
+#: how much of each earlier tool result is shown (a page listing is long; its start has
+#: the title, URL and first lines of text)
+HISTORY_CHARS_PER_TOOL_RESULT = 700
 
 
 @dataclass(frozen=True)
@@ -89,15 +92,29 @@ def plan_workflow(
     )  # fmt: skip
 
 
-def format_history(outputs: list[NodeOutput]) -> str:
+def _clip(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def format_history(outputs: list[NodeOutput], tool_calls: Sequence[ToolCall] = ()) -> str:
+    """Earlier node outputs in order, each preceded by the tool calls of its visit.
+
+    Tool results are what the agent observed (the seed's observation step); without them
+    a later node only sees the model's own retelling of a page or search result.
+    """
     if not outputs:
         return "(nothing yet)"
     lines = []
     for o in outputs:
-        text = o.text.strip()
-        if len(text) > HISTORY_CHARS_PER_OUTPUT:
-            text = text[:HISTORY_CHARS_PER_OUTPUT] + " ..."
-        lines.append(f"[{o.node} {o.step}] {text}")
+        for call in tool_calls:
+            if (call.node, call.step) == (o.node, o.step):
+                result = f"ok: {call.output}" if call.ok else f"failed: {call.error}"
+                lines.append(
+                    f"[{o.node} {o.step}] tool {call.name}({_clip(call.arguments, 200)}) -> "
+                    + _clip(result, HISTORY_CHARS_PER_TOOL_RESULT)
+                )
+        lines.append(f"[{o.node} {o.step}] {_clip(o.text, HISTORY_CHARS_PER_OUTPUT)}")
     return "\n".join(lines)
 
 
@@ -111,6 +128,7 @@ def render_prompt(
     subtask: str | None = None,
     prompt_format: str | None = None,
     max_subtasks: int = 3,
+    tool_calls: Sequence[ToolCall] = (),
 ) -> str:
     """Fill a node's template; placeholders were checked against PROMPT_FIELDS at load.
 
@@ -125,7 +143,7 @@ def render_prompt(
         subdomain=task.subdomain,
         step=step,
         max_steps=max_steps,
-        history=format_history(outputs),
+        history=format_history(outputs, tool_calls),
         tools=", ".join(tool_names) if tool_names else "none",
         subtask=subtask if subtask is not None else task.confirmed_task,
         max_subtasks=max_subtasks,

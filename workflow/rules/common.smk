@@ -21,6 +21,7 @@ TABLES = [
     "table5_social_values",
     "table6_best_stacks",
     "table7_protocol_cost",
+    "table8_ground_truth",
     "kruskal_summary",
 ]
 

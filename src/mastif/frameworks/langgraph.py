@@ -152,6 +152,7 @@ class LangGraphAdapter:
                         node, ctx.task, state["outputs"], step, plan.max_steps,
                         [t.name for t in tools] if use_tools else [],
                         prompt_format=plan.prompt_format,
+                        tool_calls=ctx.recorder.tool_calls,
                     )  # fmt: skip
                     update = [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage(prompt)]
                     history = [HumanMessage(prompt)]

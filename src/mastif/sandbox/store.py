@@ -125,10 +125,15 @@ class SessionStore:
 
     @contextmanager
     def edit(self, session: str) -> Iterator[dict[str, Any]]:
-        """Hold the lock and yield the live state of ``session`` for in-place changes."""
+        """Hold the lock and yield a working copy of the state; commit it on normal exit.
+
+        An exception inside the block (a rejected form, say) discards the copy, so a
+        request that fails half-way never leaves half-applied changes behind.
+        """
         with self._lock:
-            state = self._states.setdefault(session, empty_state())
-            yield state
+            working = copy.deepcopy(self._states.get(session) or empty_state())
+            yield working
+            self._states[session] = working
 
     def next_number(self, name: str, start: int) -> int:
         """A process-wide increasing counter (order and booking numbers are unique)."""

@@ -1,8 +1,12 @@
 """Load task sets into validated :class:`~mastif.tasks.model.Task` lists.
 
-Sources: ``"builtin"`` (the offline set shipped in ``resources/tasks/builtin.jsonl``) and
-``"jsonl"`` (any file in the same format). A bad task set must stop a run before any model
-is called, so every problem is reported with the file and line it came from.
+Sources: ``"builtin"`` (the offline set shipped in ``resources/tasks/builtin.jsonl``),
+``"jsonl"`` (any file in the same format) and ``"sandbox"`` (the tasks on the offline web
+sandbox: every ``resources/sandbox/tasks/*.jsonl`` in sorted file-name order, concatenated;
+a ``task_id`` may appear only once across all of them). A bad task set must stop a run
+before any model is called, so every problem is reported with the file and line it came
+from, including a task whose success ``check`` is malformed (checked with
+:func:`mastif.sandbox.checks.validate_check` at load, not first at scoring time).
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from mastif.tasks.model import Task
 
 RESOURCES_ENV = "MASTIF_RESOURCES"
 BUILTIN_TASKS = Path("tasks") / "builtin.jsonl"
-SOURCES = ("builtin", "jsonl")
+SANDBOX_TASKS = Path("sandbox") / "tasks"
+SOURCES = ("builtin", "jsonl", "sandbox")
 
 
 class TaskLoadError(ValueError):
@@ -38,7 +43,8 @@ def resources_dir() -> Path:
 
 
 def load_tasks(source: str, path: str | None = None) -> list[Task]:
-    """Load tasks from ``source`` (``"builtin"`` or ``"jsonl"``, which needs ``path``).
+    """Load tasks from ``source`` (``"builtin"``, ``"sandbox"`` or ``"jsonl"``; only the
+    last takes ``path``).
 
     Raises ``ValueError`` for an unknown source or a wrong ``path`` argument and
     :class:`TaskLoadError` (a ``ValueError``) for invalid files. Order is file order.
@@ -51,11 +57,36 @@ def load_tasks(source: str, path: str | None = None) -> list[Task]:
         if not path:
             raise ValueError("source 'jsonl' needs a path")
         return _read_jsonl(Path(path))
+    if source == "sandbox":
+        if path is not None:
+            raise ValueError("source 'sandbox' takes no path; use source 'jsonl' for a file")
+        return _read_sandbox(resources_dir() / SANDBOX_TASKS)
     raise ValueError(f"unknown task source {source!r}; expected one of {', '.join(SOURCES)}")
 
 
+def _read_sandbox(directory: Path) -> list[Task]:
+    """All sandbox task files in sorted order; a task id may occur in only one file."""
+    files = sorted(directory.glob("*.jsonl"))
+    if not files:
+        raise TaskLoadError(f"{directory}: no sandbox task files (*.jsonl)")
+    tasks: list[Task] = []
+    origin: dict[str, Path] = {}
+    for file in files:
+        for task in _read_jsonl(file):
+            if task.task_id in origin:
+                raise TaskLoadError(
+                    f"{file}: duplicate task_id {task.task_id!r} (also in {origin[task.task_id]})"
+                )
+            origin[task.task_id] = file
+            tasks.append(task)
+    return tasks
+
+
 def _read_jsonl(file: Path) -> list[Task]:
-    """Parse one task per non-blank line; fail on the first bad line or duplicate id."""
+    """Parse one task per non-blank line; fail on the first bad line, duplicate id or check."""
+    # imported here: the sandbox package imports this module (for resources_dir)
+    from mastif.sandbox.checks import validate_check
+
     try:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
@@ -76,6 +107,11 @@ def _read_jsonl(file: Path) -> list[Task]:
             task = Task.model_validate(record)
         except ValidationError as exc:
             raise TaskLoadError(f"{where}: invalid task record: {exc}") from exc
+        if task.check is not None:
+            try:
+                validate_check(task.check)
+            except ValueError as exc:
+                raise TaskLoadError(f"{where}: invalid check of task {task.task_id!r}: {exc}") from exc
         if task.task_id in first_line:
             raise TaskLoadError(
                 f"{where}: duplicate task_id {task.task_id!r} "
