@@ -398,17 +398,6 @@ def _(b: Browser) -> str:
     return "Done."
 
 
-@right("sb-shop-12")
-def _(b: Browser) -> str:
-    deals = rows(b.get("/shop/deals"), "")
-    deals = [r for r in (rows_any(b.get("/shop/deals"))) if "Outdoor" in r[1]]
-    code = deals[0][0]
-    add_to_cart(b, "Trail 28L", "Northpeak Trail 28L Backpack")
-    add_to_cart(b, "insulated bottle", "Tidewell Insulated Bottle 1L")
-    apply_coupon(b, code)
-    return f"Both items are in the cart with {code}."
-
-
 def rows_any(soup: BeautifulSoup) -> list[list[str]]:
     """Rows of the page's first table (the deals page has one unnamed table)."""
     table = soup.find("table")
@@ -416,11 +405,8 @@ def rows_any(soup: BeautifulSoup) -> list[list[str]]:
     return [[_text(td) for td in tr.find_all("td")] for tr in table.find("tbody").find_all("tr")]
 
 
-# the deals table has no class; keep the right solution simple and honest
-RIGHT["sb-shop-12"] = lambda b: _shop_12(b)
-
-
-def _shop_12(b: Browser) -> str:
+@right("sb-shop-12")
+def _(b: Browser) -> str:
     code = next(r[0] for r in rows_any(b.get("/shop/deals")) if "Outdoor" in r[1])
     add_to_cart(b, "Trail 28L", "Northpeak Trail 28L Backpack")
     add_to_cart(b, "insulated bottle", "Tidewell Insulated Bottle 1L")
@@ -1003,7 +989,7 @@ def test_sandbox_source_order_duplicates_and_bad_checks(
     assert [t.task_id for t in load_tasks("sandbox")] == ["t1", "t2"]
 
     (tasks_dir / "b.jsonl").write_text(_task_line("t1"))
-    with pytest.raises(TaskLoadError, match="duplicate task_id 't1'"):
+    with pytest.raises(TaskLoadError, match=r"b\.jsonl:1: duplicate task_id 't1' \(first at .*a\.jsonl:1\)"):
         load_tasks("sandbox")
 
     (tasks_dir / "b.jsonl").write_text(
@@ -1145,7 +1131,7 @@ def test_bad_input_is_400_with_message(
     with httpx.Client(base_url=server.base_url, trust_env=False) as client:
         r = client.request(method, path, data=data)
     assert r.status_code == 400, r.text[:300]
-    assert message in r.text
+    assert message in BeautifulSoup(r.text, "html.parser").get_text()
     assert "<nav" in r.text  # the error page keeps the site navigation
 
 

@@ -48,7 +48,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mastif.sandbox.search import SearchDocument, SearchIndex
+from mastif.sandbox.search import SearchDocument, SearchIndex, tokenize
 from mastif.sandbox.store import SessionStore, is_valid_session_id
 
 SESSION_COOKIE = "mastif_session"
@@ -271,8 +271,8 @@ def _standings(
     for m in matches:
         if m.get("home_score") is None:
             continue
-        for me, them, mine, theirs in ((m["home"], m["away"], m["home_score"], m["away_score"]),
-                                       (m["away"], m["home"], m["away_score"], m["home_score"])):
+        for me, mine, theirs in ((m["home"], m["home_score"], m["away_score"]),
+                                 (m["away"], m["away_score"], m["home_score"])):
             row = rows[me]
             row["played"] += 1
             row["gf"] += mine
@@ -674,8 +674,6 @@ class Sandbox:
         sort = params.get("sort", "").strip() or "relevance"
         if sort not in SHOP_SORTS:
             bad_request(f"Unknown sort {sort!r}; use one of {', '.join(SHOP_SORTS)}.")
-        from mastif.sandbox.search import tokenize
-
         terms = set(tokenize(q))
         results = []
         for order, p in enumerate(self.data.products.values()):

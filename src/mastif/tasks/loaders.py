@@ -70,20 +70,26 @@ def _read_sandbox(directory: Path) -> list[Task]:
     if not files:
         raise TaskLoadError(f"{directory}: no sandbox task files (*.jsonl)")
     tasks: list[Task] = []
-    origin: dict[str, Path] = {}
+    origin: dict[str, str] = {}
     for file in files:
-        for task in _read_jsonl(file):
+        for lineno, task in _read_jsonl_lines(file):
             if task.task_id in origin:
                 raise TaskLoadError(
-                    f"{file}: duplicate task_id {task.task_id!r} (also in {origin[task.task_id]})"
+                    f"{file}:{lineno}: duplicate task_id {task.task_id!r} "
+                    f"(first at {origin[task.task_id]})"
                 )
-            origin[task.task_id] = file
+            origin[task.task_id] = f"{file}:{lineno}"
             tasks.append(task)
     return tasks
 
 
 def _read_jsonl(file: Path) -> list[Task]:
     """Parse one task per non-blank line; fail on the first bad line, duplicate id or check."""
+    return [task for _, task in _read_jsonl_lines(file)]
+
+
+def _read_jsonl_lines(file: Path) -> list[tuple[int, Task]]:
+    """:func:`_read_jsonl` with each task's line number (for errors that span files)."""
     # imported here: the sandbox package imports this module (for resources_dir)
     from mastif.sandbox.checks import validate_check
 
@@ -91,7 +97,7 @@ def _read_jsonl(file: Path) -> list[Task]:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise TaskLoadError(f"{file}: cannot read task file: {exc}") from exc
-    tasks: list[Task] = []
+    tasks: list[tuple[int, Task]] = []
     first_line: dict[str, int] = {}
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -111,14 +117,16 @@ def _read_jsonl(file: Path) -> list[Task]:
             try:
                 validate_check(task.check)
             except ValueError as exc:
-                raise TaskLoadError(f"{where}: invalid check of task {task.task_id!r}: {exc}") from exc
+                raise TaskLoadError(
+                    f"{where}: invalid check of task {task.task_id!r}: {exc}"
+                ) from exc
         if task.task_id in first_line:
             raise TaskLoadError(
                 f"{where}: duplicate task_id {task.task_id!r} "
                 f"(first on line {first_line[task.task_id]})"
             )
         first_line[task.task_id] = lineno
-        tasks.append(task)
+        tasks.append((lineno, task))
     if not tasks:
         raise TaskLoadError(f"{file}: no tasks in file")
     return tasks

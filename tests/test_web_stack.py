@@ -1,0 +1,132 @@
+"""Stacks on sandbox tasks with the web tools: a scripted model drives the real sandbox in
+a real Chromium through each framework and protocol; the task's check decides success.
+
+What this pins down: the run id reaches the tools through every path (in-process, the MCP
+server, A2A agents), so each run acts on its own page and sandbox session; the run's
+sandbox state is snapshotted into the trace and checked; tool results reach later prompts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from mastif.config import parse_config
+from mastif.runner import execute_stack
+from mastif.tasks import load_tasks
+from tests.fakes import ScriptedChatServer, last_user_text
+
+REPO = Path(__file__).resolve().parents[1]
+TASKS = {t.task_id: t for t in load_tasks("sandbox")}
+
+# sb-shop-11: 3 jump ropes in the cart with coupon SAVE10 (state check)
+JUMP_ROPES = [
+    ("web_search", {"query": "Strideon Jump Rope Pro"}),
+    ("web_browser", {"url": "/shop/product/FIT-604"}),
+    ("web_interaction", {"action": "fill", "target": "Quantity", "value": "3"}),
+    ("web_interaction", {"action": "click", "target": "Add to cart"}),
+    ("web_interaction", {"action": "fill", "target": "Coupon code", "value": "SAVE10"}),
+    ("web_interaction", {"action": "click", "target": "Apply coupon"}),
+]
+# sb-shop-10: the mouse in the cart (a second run in the same job, own session)
+MOUSE = [
+    ("web_browser", {"url": "/shop/product/CMP-203"}),
+    ("web_interaction", {"action": "click", "target": "Add to cart"}),
+]
+
+
+def scripted(scripts: dict[str, list[tuple[str, dict]]]):
+    """A model that plays the task's script one tool call per turn in the interact node,
+    and reports the first price it sees in the history."""
+
+    def respond(payload):
+        text = last_user_text(payload)
+        if "interaction round" in text:
+            task = next(t for t in scripts if TASKS[t].confirmed_task in text)
+            done = sum(1 for m in payload["messages"] if m["role"] == "tool")
+            if done < len(scripts[task]) and payload["messages"][-1]["role"] in ("user", "tool"):
+                name, args = scripts[task][done]
+                return {"tool_calls": [(name, args)]}
+            return {"content": "Done with the page."}
+        if "final report" in text:
+            price = re.search(r"\$\d+\.\d\d", text)
+            return {"content": f"Completed. Result: {price.group(0) if price else 'none'}"}
+        return {"content": "Plan: search, open the product, act. CONTINUE"}
+
+    return respond
+
+
+def run_stack(cfg_dict, tmp_path, task_ids):
+    cfg = parse_config(cfg_dict)
+    return execute_stack(
+        cfg, cfg.stacks()[0], [TASKS[t] for t in task_ids],
+        tmp_path / "ckpt.jsonl", tmp_path / "server.log", REPO,
+    )  # fmt: skip
+
+
+def web_config(fake_model_config, base_url, protocol, framework):
+    cfg = fake_model_config(base_url, max_steps=1, max_tool_rounds=8)
+    cfg.update(protocols=[protocol], frameworks=[framework], web="sandbox")
+    cfg["tools"] = ["web_search", "web_browser", "web_interaction"]
+    return cfg
+
+
+@pytest.mark.parametrize(
+    "protocol,framework",
+    [
+        ("standard", "langgraph"),
+        ("standard", "langchain"),
+        ("standard", "crewai"),
+        ("standard", "semantic_kernel"),
+        ("mcp", "langgraph"),
+        ("a2a", "langgraph"),
+    ],
+)
+def test_scripted_agent_completes_sandbox_tasks(tmp_path, fake_model_config, protocol, framework):
+    scripts = {"sb-shop-11": JUMP_ROPES, "sb-shop-10": MOUSE}
+    with ScriptedChatServer(scripted(scripts)) as srv:
+        ropes, mouse = run_stack(
+            web_config(fake_model_config, srv.base_url, protocol, framework), tmp_path, list(scripts)
+        )
+    for trace, script in ((ropes, JUMP_ROPES), (mouse, MOUSE)):
+        assert trace.status == "ok", trace.error_message
+        assert [(c.name, json.loads(c.arguments)) for c in trace.tool_calls] == script
+        assert all(c.ok for c in trace.tool_calls), [c.error for c in trace.tool_calls]
+        assert trace.success is True, trace.check_detail
+        assert trace.web == "sandbox"
+    # each run saw only its own session: one cart line each
+    assert json.loads(ropes.web_state)["shop"]["cart"] == [{"sku": "FIT-604", "qty": 3}]
+    assert json.loads(mouse.web_state)["shop"]["cart"] == [{"sku": "CMP-203", "qty": 1}]
+    # the search result reached the report through the history
+    assert "$" in ropes.final_answer and "none" not in ropes.final_answer
+
+
+def test_wrong_solution_fails_the_check(tmp_path, fake_model_config):
+    without_coupon = {"sb-shop-11": JUMP_ROPES[:4]}
+    with ScriptedChatServer(scripted(without_coupon)) as srv:
+        (trace,) = run_stack(
+            web_config(fake_model_config, srv.base_url, "standard", "langgraph"),
+            tmp_path,
+            ["sb-shop-11"],
+        )
+    assert trace.status == "ok" and all(c.ok for c in trace.tool_calls)
+    assert trace.success is False
+    assert "coupon" in trace.check_detail.lower()
+
+
+def test_failed_browser_action_is_a_failed_call(tmp_path, fake_model_config):
+    bad = {"sb-shop-10": [("web_browser", {"url": "/shop/product/NO-SUCH"}),
+                          ("web_browser", {"url": "http://169.254.169.254/latest/"})]}  # fmt: skip
+    with ScriptedChatServer(scripted(bad)) as srv:
+        (trace,) = run_stack(
+            web_config(fake_model_config, srv.base_url, "standard", "langgraph"),
+            tmp_path,
+            ["sb-shop-10"],
+        )
+    not_found, metadata = trace.tool_calls
+    assert not not_found.ok and "HTTP 404" in not_found.error
+    assert not metadata.ok and "refused" in metadata.error
+    assert trace.success is False
