@@ -29,6 +29,9 @@ def fake_model_config(base_config: dict[str, Any]):  # type: ignore[no-untyped-d
             "base_url": base_url,
         }
         cfg["agent_models"] = ["fake"]
+        # the contract tests script calls of the offline built-in tools (the web tools have
+        # their own stack tests, tests/test_web_stack.py)
+        cfg["tools"] = ["python_repl", "sympy", "datetime", "json_parser"]
         # the contract tests are written for the paper's loop sizes, not the laptop default
         cfg["generation"].update({"max_steps": 3, "max_tool_rounds": 3, **generation})
         cfg["execution"] = {"concurrency": 1, "provider_retries": 1}

@@ -93,10 +93,9 @@ class WebEnvironment:
         return urljoin(anchor, url)
 
     def start_url(self, task: Task) -> str | None:
-        """The task's start page as an absolute URL (sandbox paths resolved)."""
-        if not task.start_url:
-            return self.home
-        return self.resolve(task.start_url)
+        """The task's start page as an absolute URL (sandbox paths resolved); ``None`` for a
+        task that names none (e.g. a Mind2Web task on a site the sandbox does not have)."""
+        return self.resolve(task.start_url) if task.start_url else None
 
     # -------------------------------------------------------------- search
 

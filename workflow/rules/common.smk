@@ -1,3 +1,5 @@
+import glob
+import os
 from pathlib import Path
 
 from snakemake.utils import validate
@@ -67,11 +69,24 @@ def get_final_outputs():
 
 
 def get_task_source_files(wildcards):
-    """The task file is an input, so editing it resamples."""
+    """The task files are inputs, so editing one resamples."""
     tasks = config["tasks"]
     if tasks["source"] == "jsonl":
         return [tasks["path"]]
+    if tasks["source"] == "sandbox":
+        return sorted(glob.glob("resources/sandbox/tasks/*.jsonl"))
     return ["resources/tasks/builtin.jsonl"]
+
+
+def get_sandbox_files(wildcards):
+    """The sandbox sites (data, templates, knowledge corpus) under web: sandbox, so editing
+    a site reruns execution; its task files only matter through the sample."""
+    if config["web"] != "sandbox":
+        return []
+    files = glob.glob("resources/sandbox/**/*", recursive=True)
+    return sorted(
+        f for f in files if os.path.isfile(f) and not f.startswith("resources/sandbox/tasks/")
+    )
 
 
 def get_prompt_files(wildcards):

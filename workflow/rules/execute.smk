@@ -2,6 +2,7 @@ rule execute_stack:
     input:
         tasks="results/tasks.parquet",
         prompts=get_prompt_files,
+        sandbox=get_sandbox_files,
     output:
         runs="results/runs/{model}/{protocol}/{framework}.parquet",
     log:
@@ -15,6 +16,8 @@ rule execute_stack:
         model_spec=get_model_spec,
         generation=config["generation"],
         tools=config["tools"],
+        web=config["web"],
+        web_options=config["web_options"],
         workflow=config["workflow"],
         execution=config["execution"],
         checkpoint="results/checkpoints/{model}/{protocol}/{framework}.jsonl",

@@ -1,5 +1,6 @@
 """Bridge: run one stack over the sampled tasks (see mastif.runner.execute_stack)."""
 
+import os
 from pathlib import Path
 
 import polars as pl
@@ -11,6 +12,9 @@ from mastif.tasks import tasks_from_frame
 from mastif.trace import runs_to_table
 
 setup_model_job(snakemake.log.run)
+# the sandbox is served from the workflow's resources/ (the files the rule tracks), not
+# from wherever the package is installed
+os.environ.setdefault("MASTIF_RESOURCES", str(Path.cwd() / "resources"))
 
 config = parse_config(snakemake.config, base_dir=Path.cwd())
 w = snakemake.wildcards

@@ -2,13 +2,14 @@
 
 import logging
 
-from mastif.tasks import load_tasks, stratified_sample, tasks_to_frame
+from mastif.tasks import stratified_sample, tasks_to_frame
+from mastif.tasks.loaders import load_task_files
 
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)
 
 p = snakemake.params
-# the rule's input is the task file for every source (builtin = the file in resources/)
-population = load_tasks("jsonl", snakemake.input.tasks[0])
+# the rule's inputs are the task files for every source (builtin, sandbox: files in resources/)
+population = load_task_files(snakemake.input.tasks)
 sample, allocation = stratified_sample(
     population, p.sample_size, list(p.strata), p.seed, min_per_stratum=p.min_per_stratum
 )

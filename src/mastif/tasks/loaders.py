@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -69,6 +70,18 @@ def _read_sandbox(directory: Path) -> list[Task]:
     files = sorted(directory.glob("*.jsonl"))
     if not files:
         raise TaskLoadError(f"{directory}: no sandbox task files (*.jsonl)")
+    return load_task_files(files)
+
+
+def load_task_files(files: Sequence[str | Path]) -> list[Task]:
+    """Tasks of several task files in the given order; a task id may occur only once.
+
+    The workflow's sampling rule uses this with its input files, so the files Snakemake
+    tracks are exactly the files read.
+    """
+    files = [Path(f) for f in files]
+    if not files:
+        raise TaskLoadError("no task files given")
     tasks: list[Task] = []
     origin: dict[str, str] = {}
     for file in files:
