@@ -409,5 +409,8 @@ def test_success_and_judge_agreement_per_stack() -> None:
     assert (b["n_checked"], b["success_rate"], b["judge_accuracy"]) == (0, None, None)
     c = _row(stacks, "model", "mC")  # one pair, one label: κ undefined
     assert (c["n_checked"], c["success_rate"], c["judge_accuracy"], c["judge_kappa"]) == (
-        1, 0.0, 1.0, None,
+        1,
+        0.0,
+        1.0,
+        None,
     )

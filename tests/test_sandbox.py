@@ -66,8 +66,9 @@ class Browser:
 
     def __init__(self, server: SandboxServer) -> None:
         self.server = server
-        self.http = httpx.Client(base_url=server.base_url, follow_redirects=True,
-                                 trust_env=False, timeout=10)
+        self.http = httpx.Client(
+            base_url=server.base_url, follow_redirects=True, trust_env=False, timeout=10
+        )
         self.url = server.base_url + "/"
 
     def close(self) -> None:
@@ -90,8 +91,9 @@ class Browser:
         assert links, f"no link {text!r} on {self.url}"
         return self.get(str(links[0]["href"]))
 
-    def submit(self, soup: BeautifulSoup, button: str,
-               fields: dict[str, Any] | None = None) -> BeautifulSoup:
+    def submit(
+        self, soup: BeautifulSoup, button: str, fields: dict[str, Any] | None = None
+    ) -> BeautifulSoup:
         """Fill the form holding ``button`` by label text and submit it as a browser would."""
         form = self._form(soup, button)
         values = self._defaults(form)
@@ -100,8 +102,9 @@ class Browser:
             name = str(target["name"])
             if target.name == "select":
                 options = target.find_all("option")
-                chosen = [o for o in options
-                          if _text(o) == str(value) or o.get("value") == str(value)]
+                chosen = [
+                    o for o in options if _text(o) == str(value) or o.get("value") == str(value)
+                ]
                 assert chosen, f"no option {value!r} in {label_text!r}"
                 values[name] = str(chosen[0].get("value", _text(chosen[0])))
             elif target.get("type") in ("checkbox", "radio"):
@@ -198,6 +201,7 @@ def right(task_id: str) -> Callable[[Solution], Solution]:
     def deco(fn: Solution) -> Solution:
         RIGHT[task_id] = fn
         return fn
+
     return deco
 
 
@@ -205,6 +209,7 @@ def wrong(task_id: str) -> Callable[[Solution], Solution]:
     def deco(fn: Solution) -> Solution:
         WRONG[task_id] = fn
         return fn
+
     return deco
 
 
@@ -227,11 +232,15 @@ def apply_coupon(b: Browser, code: str) -> BeautifulSoup:
 
 def checkout(b: Browser, name: str, email: str, address: str, shipping: str) -> BeautifulSoup:
     page = b.click(b.get("/shop/cart"), "Proceed to checkout")
-    return b.submit(page, "Place order", {"Full name": name, "Email": email,
-                                          "Shipping address": address, shipping: True})
+    return b.submit(
+        page,
+        "Place order",
+        {"Full name": name, "Email": email, "Shipping address": address, shipping: True},
+    )
 
 
 # -- shopping: answers
+
 
 @right("sb-shop-01")
 def _(b: Browser) -> str:
@@ -261,16 +270,18 @@ def _(b: Browser) -> str:
 
 @right("sb-shop-03")
 def _(b: Browser) -> str:
-    page = shop_search(b, **{"Search products": "backpack", "Category": "Outdoor",
-                             "Sort by": "Price: low to high"})
+    page = shop_search(
+        b, **{"Search products": "backpack", "Category": "Outdoor", "Sort by": "Price: low to high"}
+    )
     first = rows(page, "results")[0]
     return f"The cheapest is the {first[0]} at {first[3]}."
 
 
 @wrong("sb-shop-03")
 def _(b: Browser) -> str:
-    page = shop_search(b, **{"Search products": "backpack", "Category": "Outdoor",
-                             "Sort by": "Price: high to low"})
+    page = shop_search(
+        b, **{"Search products": "backpack", "Category": "Outdoor", "Sort by": "Price: high to low"}
+    )
     first = rows(page, "results")[0]
     return f"{first[0]}, {first[3]}"
 
@@ -372,6 +383,7 @@ def _(b: Browser) -> str:
 
 # -- shopping: state
 
+
 @right("sb-shop-10")
 def _(b: Browser) -> str:
     add_to_cart(b, "silent mouse", "Bytecraft Silent Mouse")
@@ -426,8 +438,13 @@ def _(b: Browser) -> str:
 def _(b: Browser) -> str:
     add_to_cart(b, "4K monitor", "Halden 27-inch 4K Monitor")
     apply_coupon(b, "BIG20")
-    order = checkout(b, "Dana Reyes", "dana.reyes@example.com", "14 Orchard Lane, Springfield",
-                     "Express (1-2 days)")
+    order = checkout(
+        b,
+        "Dana Reyes",
+        "dana.reyes@example.com",
+        "14 Orchard Lane, Springfield",
+        "Express (1-2 days)",
+    )
     return f"Order placed, total {_text(order.find(id='total'))}."
 
 
@@ -435,8 +452,13 @@ def _(b: Browser) -> str:
 def _(b: Browser) -> str:
     add_to_cart(b, "4K monitor", "Halden 27-inch 4K Monitor")
     apply_coupon(b, "BIG20")
-    checkout(b, "Dana Reyes", "dana.reyes@example.com", "14 Orchard Lane, Springfield",
-             "Standard (4-6 days)")
+    checkout(
+        b,
+        "Dana Reyes",
+        "dana.reyes@example.com",
+        "14 Orchard Lane, Springfield",
+        "Standard (4-6 days)",
+    )
     return "Order placed."
 
 
@@ -455,8 +477,14 @@ def _(b: Browser) -> str:
 
 @right("sb-shop-15")
 def _(b: Browser) -> str:
-    page = shop_search(b, **{"Category": "Fitness", "Minimum rating": "4.5 stars & up",
-                             "Sort by": "Price: low to high"})
+    page = shop_search(
+        b,
+        **{
+            "Category": "Fitness",
+            "Minimum rating": "4.5 stars & up",
+            "Sort by": "Price: low to high",
+        },
+    )
     name = rows(page, "results")[0][0]
     b.submit(b.click(page, name), "Add to cart")
     return f"Added {name}."
@@ -475,8 +503,13 @@ def _(b: Browser) -> str:
     add_to_cart(b, "Buds Mini", "Auralis Buds Mini", 2)
     add_to_cart(b, "Corvo Boom", "Corvo Boom Portable Speaker")
     apply_coupon(b, "WELCOME5")
-    checkout(b, "Alex Kim", "alex.kim@example.com", "88 Harbour Street, Port Ellis",
-             "Standard (4-6 days)")
+    checkout(
+        b,
+        "Alex Kim",
+        "alex.kim@example.com",
+        "88 Harbour Street, Port Ellis",
+        "Standard (4-6 days)",
+    )
     return "Ordered."
 
 
@@ -484,8 +517,13 @@ def _(b: Browser) -> str:
 def _(b: Browser) -> str:
     add_to_cart(b, "Buds Mini", "Auralis Buds Mini", 2)
     add_to_cart(b, "Corvo Boom", "Corvo Boom Portable Speaker")
-    checkout(b, "Alex Kim", "alex.kim@example.com", "88 Harbour Street, Port Ellis",
-             "Standard (4-6 days)")
+    checkout(
+        b,
+        "Alex Kim",
+        "alex.kim@example.com",
+        "88 Harbour Street, Port Ellis",
+        "Standard (4-6 days)",
+    )
     return "Ordered."
 
 
@@ -510,6 +548,7 @@ def _(b: Browser) -> str:
 
 # -- travel
 
+
 def hotel_search(b: Browser, **fields: Any) -> BeautifulSoup:
     return b.submit(b.get("/travel/"), "Search hotels", fields)
 
@@ -530,97 +569,169 @@ def _(b: Browser) -> str:
 
 @right("sb-travel-02")
 def _(b: Browser) -> str:
-    first = rows(hotel_search(b, **{"Destination": "Reykjavik",
-                                    "Sort by": "Price: low to high"}), "results")[0]
+    first = rows(
+        hotel_search(b, **{"Destination": "Reykjavik", "Sort by": "Price: low to high"}), "results"
+    )[0]
     return f"{first[0]} at {first[4]} per night."
 
 
 @wrong("sb-travel-02")
 def _(b: Browser) -> str:
-    first = rows(hotel_search(b, **{"Destination": "Reykjavik",
-                                    "Sort by": "Price: high to low"}), "results")[0]
+    first = rows(
+        hotel_search(b, **{"Destination": "Reykjavik", "Sort by": "Price: high to low"}), "results"
+    )[0]
     return f"{first[0]} at {first[4]} per night."
 
 
 @right("sb-travel-03")
 def _(b: Browser) -> str:
-    page = hotel_search(b, **{"Destination": "Lisbon", "Check-in": "2025-07-10",
-                              "Check-out": "2025-07-14", "Guests": "2 guests"})
+    page = hotel_search(
+        b,
+        **{
+            "Destination": "Lisbon",
+            "Check-in": "2025-07-10",
+            "Check-out": "2025-07-14",
+            "Guests": "2 guests",
+        },
+    )
     hotel = b.click(page, "Alfama Terrace Hotel")
     return _text(hotel.find(id="stay-total"))
 
 
 @wrong("sb-travel-03")
 def _(b: Browser) -> str:
-    page = hotel_search(b, **{"Destination": "Lisbon", "Check-in": "2025-07-10",
-                              "Check-out": "2025-07-13", "Guests": "2 guests"})
+    page = hotel_search(
+        b,
+        **{
+            "Destination": "Lisbon",
+            "Check-in": "2025-07-10",
+            "Check-out": "2025-07-13",
+            "Guests": "2 guests",
+        },
+    )
     return _text(b.click(page, "Alfama Terrace Hotel").find(id="stay-total"))
 
 
 @right("sb-travel-04")
 def _(b: Browser) -> str:
-    page = hotel_search(b, **{"Destination": "Cape Town", "Check-in": "2025-09-01",
-                              "Check-out": "2025-09-04", "Guests": "2 guests",
-                              "Free cancellation only": True, "Sort by": "Guest rating"})
+    page = hotel_search(
+        b,
+        **{
+            "Destination": "Cape Town",
+            "Check-in": "2025-09-01",
+            "Check-out": "2025-09-04",
+            "Guests": "2 guests",
+            "Free cancellation only": True,
+            "Sort by": "Guest rating",
+        },
+    )
     first = rows(page, "results")[0]
     return f"{first[0]}: {first[5]}"
 
 
 @wrong("sb-travel-04")
 def _(b: Browser) -> str:
-    page = hotel_search(b, **{"Destination": "Cape Town", "Check-in": "2025-09-01",
-                              "Check-out": "2025-09-04", "Guests": "2 guests",
-                              "Sort by": "Guest rating"})
+    page = hotel_search(
+        b,
+        **{
+            "Destination": "Cape Town",
+            "Check-in": "2025-09-01",
+            "Check-out": "2025-09-04",
+            "Guests": "2 guests",
+            "Sort by": "Guest rating",
+        },
+    )
     first = rows(page, "results")[0]
     return f"{first[0]}: {first[5]}"
 
 
 @right("sb-travel-05")
 def _(b: Browser) -> str:
-    page = hotel_search(b, **{"Destination": "Vancouver", "Check-in": "2025-08-15",
-                              "Check-out": "2025-08-18", "Guests": "4 guests",
-                              "Sort by": "Price: low to high"})
+    page = hotel_search(
+        b,
+        **{
+            "Destination": "Vancouver",
+            "Check-in": "2025-08-15",
+            "Check-out": "2025-08-18",
+            "Guests": "4 guests",
+            "Sort by": "Price: low to high",
+        },
+    )
     first = rows(page, "results")[0]
     return f"{first[0]}, {first[5]}"
 
 
 @wrong("sb-travel-05")
 def _(b: Browser) -> str:
-    page = hotel_search(b, **{"Destination": "Vancouver", "Check-in": "2025-08-15",
-                              "Check-out": "2025-08-18", "Guests": "2 guests",
-                              "Sort by": "Price: low to high"})
+    page = hotel_search(
+        b,
+        **{
+            "Destination": "Vancouver",
+            "Check-in": "2025-08-15",
+            "Check-out": "2025-08-18",
+            "Guests": "2 guests",
+            "Sort by": "Price: low to high",
+        },
+    )
     first = rows(page, "results")[0]
     return f"{first[0]}, {first[5]}"
 
 
-def hotel_alert(b: Browser, city: str, hotel: str, checkin: str, checkout: str, guests: int,
-                max_price: int, email: str, **search: Any) -> BeautifulSoup:
+def hotel_alert(
+    b: Browser,
+    city: str,
+    hotel: str,
+    checkin: str,
+    checkout: str,
+    guests: int,
+    max_price: int,
+    email: str,
+    **search: Any,
+) -> BeautifulSoup:
     page = b.click(hotel_search(b, Destination=city, **search), hotel)
-    return b.submit(page, "Create price alert", {
-        "Alert check-in": checkin, "Alert check-out": checkout, "Alert guests": guests,
-        "Maximum price per night (USD)": max_price, "Email": email})
+    return b.submit(
+        page,
+        "Create price alert",
+        {
+            "Alert check-in": checkin,
+            "Alert check-out": checkout,
+            "Alert guests": guests,
+            "Maximum price per night (USD)": max_price,
+            "Email": email,
+        },
+    )
 
 
 @right("sb-travel-06")
 def _(b: Browser) -> str:
-    hotel_alert(b, "Vancouver", "Gastown Loft Hotel", "2025-10-03", "2025-10-05", 2, 170,
-                "jo@example.com")
+    hotel_alert(
+        b, "Vancouver", "Gastown Loft Hotel", "2025-10-03", "2025-10-05", 2, 170, "jo@example.com"
+    )
     return "Alert created."
 
 
 @wrong("sb-travel-06")
 def _(b: Browser) -> str:
-    hotel_alert(b, "Vancouver", "Gastown Loft Hotel", "2025-10-03", "2025-10-06", 2, 170,
-                "jo@example.com")
+    hotel_alert(
+        b, "Vancouver", "Gastown Loft Hotel", "2025-10-03", "2025-10-06", 2, 170, "jo@example.com"
+    )
     return "Alert created."
 
 
 def city_alert(b: Browser, guests: int) -> None:
     page = b.click(b.get("/travel/"), "Your price alerts")
-    b.submit(page, "Create price alert", {
-        "City": "Reykjavik", "Check-in": "2025-12-27", "Check-out": "2025-12-31",
-        "Guests": guests, "Maximum price per night (USD)": 150,
-        "Email": "aurora.fan@example.net"})
+    b.submit(
+        page,
+        "Create price alert",
+        {
+            "City": "Reykjavik",
+            "Check-in": "2025-12-27",
+            "Check-out": "2025-12-31",
+            "Guests": guests,
+            "Maximum price per night (USD)": 150,
+            "Email": "aurora.fan@example.net",
+        },
+    )
 
 
 @right("sb-travel-07")
@@ -637,11 +748,21 @@ def _(b: Browser) -> str:
 
 @right("sb-travel-08")
 def _(b: Browser) -> str:
-    page = hotel_search(b, **{"Destination": "Kyoto", "Guests": "3 guests",
-                              "Sort by": "Guest rating"})
+    page = hotel_search(
+        b, **{"Destination": "Kyoto", "Guests": "3 guests", "Sort by": "Guest rating"}
+    )
     best = rows(page, "results")[0][0]
-    hotel_alert(b, "Kyoto", best, "2025-11-20", "2025-11-23", 3, 200, "kyo@example.com",
-                **{"Guests": "3 guests", "Sort by": "Guest rating"})
+    hotel_alert(
+        b,
+        "Kyoto",
+        best,
+        "2025-11-20",
+        "2025-11-23",
+        3,
+        200,
+        "kyo@example.com",
+        **{"Guests": "3 guests", "Sort by": "Guest rating"},
+    )
     return f"Alert set for {best}."
 
 
@@ -670,6 +791,7 @@ def _(b: Browser) -> str:
 
 
 # -- entertainment
+
 
 def movie(b: Browser, title: str) -> BeautifulSoup:
     return b.click(b.click(b.get("/events/"), "Movies now showing"), title)
@@ -702,12 +824,12 @@ def _(b: Browser) -> str:
 
 
 def drama(b: Browser, pick: Callable[..., list[str]]) -> str:
-    page = b.submit(b.click(b.get("/events/"), "Movies now showing"), "Filter",
-                    {"Genre": "Drama"})
+    page = b.submit(b.click(b.get("/events/"), "Movies now showing"), "Filter", {"Genre": "Drama"})
     chosen = pick(rows(page, "results"), key=lambda r: float(r[2].split("/")[0]))
     film = b.click(page, chosen[0])
-    director = next(_text(d.find_next_sibling("dd")) for d in film.find_all("dt")
-                    if _text(d) == "Director")
+    director = next(
+        _text(d.find_next_sibling("dd")) for d in film.find_all("dt") if _text(d) == "Director"
+    )
     return f"{chosen[0]}, directed by {director}."
 
 
@@ -751,8 +873,9 @@ def _(b: Browser) -> str:
 
 
 def animation(b: Browser, showtime: str) -> str:
-    page = b.submit(b.click(b.get("/events/"), "Movies now showing"), "Filter",
-                    {"Genre": "Animation"})
+    page = b.submit(
+        b.click(b.get("/events/"), "Movies now showing"), "Filter", {"Genre": "Animation"}
+    )
     title = rows(page, "results")[0][0]
     film = b.click(page, title)
     times = next(r for r in rows(film, "showtimes") if r[0] == "Riverside Cineplex")[1]
@@ -774,8 +897,9 @@ def _(b: Browser) -> str:
 
 def starlight(b: Browser, after: Callable[[str], bool]) -> str:
     page = b.click(b.get("/events/"), "Starlight Drive-In")
-    return ", ".join(r[0] for r in rows(page, "showtimes")
-                     if any(after(t) for t in r[1].split(", ")))
+    return ", ".join(
+        r[0] for r in rows(page, "showtimes") if any(after(t) for t in r[1].split(", "))
+    )
 
 
 @right("sb-movies-07")
@@ -789,6 +913,7 @@ def _(b: Browser) -> str:
 
 
 # -- sports
+
 
 def league(b: Browser) -> BeautifulSoup:
     return b.click(b.get("/events/"), "Coastal League: table, results and fixtures")
@@ -971,8 +1096,14 @@ def test_load_sandbox_source() -> None:
 
 
 def _task_line(task_id: str, check: Any = None) -> str:
-    record = {"task_id": task_id, "confirmed_task": "Do it.", "website": "w", "domain": "d",
-              "subdomain": "s", "reference_steps": ["[button] Go -> CLICK"]}
+    record = {
+        "task_id": task_id,
+        "confirmed_task": "Do it.",
+        "website": "w",
+        "domain": "d",
+        "subdomain": "s",
+        "reference_steps": ["[button] Go -> CLICK"],
+    }
     if check is not None:
         record["check"] = check
     return json.dumps(record) + "\n"
@@ -989,11 +1120,14 @@ def test_sandbox_source_order_duplicates_and_bad_checks(
     assert [t.task_id for t in load_tasks("sandbox")] == ["t1", "t2"]
 
     (tasks_dir / "b.jsonl").write_text(_task_line("t1"))
-    with pytest.raises(TaskLoadError, match=r"b\.jsonl:1: duplicate task_id 't1' \(first at .*a\.jsonl:1\)"):
+    with pytest.raises(
+        TaskLoadError, match=r"b\.jsonl:1: duplicate task_id 't1' \(first at .*a\.jsonl:1\)"
+    ):
         load_tasks("sandbox")
 
     (tasks_dir / "b.jsonl").write_text(
-        _task_line("t2") + _task_line("t3", {"kind": "answer", "any": []}))
+        _task_line("t2") + _task_line("t3", {"kind": "answer", "any": []})
+    )
     with pytest.raises(TaskLoadError, match=r"b\.jsonl:2: invalid check of task 't3'"):
         load_tasks("sandbox")
 
@@ -1029,14 +1163,16 @@ def test_cookie_is_set_only_when_missing(server: SandboxServer) -> None:
         assert "set-cookie" not in second.headers
     # a runner may mint the id itself and just send it
     sid = server.new_session()
-    with httpx.Client(base_url=server.base_url, trust_env=False,
-                      cookies={SESSION_COOKIE: sid}) as client:
+    with httpx.Client(
+        base_url=server.base_url, trust_env=False, cookies={SESSION_COOKIE: sid}
+    ) as client:
         r = client.post("/shop/cart/add", data={"sku": "FIT-604", "qty": "2"})
         assert r.status_code == 303 and "set-cookie" not in r.headers
     assert server.state(sid)["shop"]["cart"] == [{"sku": "FIT-604", "qty": 2}]
     # malformed ids are replaced, unknown sessions read as empty
-    with httpx.Client(base_url=server.base_url, trust_env=False,
-                      cookies={SESSION_COOKIE: "bad id!"}) as client:
+    with httpx.Client(
+        base_url=server.base_url, trust_env=False, cookies={SESSION_COOKIE: "bad id!"}
+    ) as client:
         assert "set-cookie" in client.get("/").headers
     assert server.state("never-used-session-id") == server.state("another-unused-id")
     assert "never-used-session-id" not in server.store
@@ -1104,23 +1240,71 @@ def test_order_records_totals_and_clears_cart(server: SandboxServer) -> None:
         ("POST", "/shop/cart/add", {"sku": "AUD-101", "qty": "0"}, "between 1 and 10"),
         ("POST", "/shop/cart/add", {"sku": "CMP-205"}, "out of stock"),
         ("POST", "/shop/cart/add", {"sku": "HOM-505", "qty": "5"}, "the limit is 3"),
-        ("POST", "/shop/checkout", {"name": "A", "email": "a@b.co", "address": "x"}, "cart is empty"),
-        ("POST", "/shop/checkout", {"name": "A", "email": "nope", "address": "x"}, "not a valid email"),
+        (
+            "POST",
+            "/shop/checkout",
+            {"name": "A", "email": "a@b.co", "address": "x"},
+            "cart is empty",
+        ),
+        (
+            "POST",
+            "/shop/checkout",
+            {"name": "A", "email": "nope", "address": "x"},
+            "not a valid email",
+        ),
         ("GET", "/travel/search?city=Atlantis", None, "Unknown city"),
         ("GET", "/travel/search?city=lisbon&checkin=2025-07-10", None, "both a check-in"),
-        ("GET", "/travel/search?checkin=2025-07-10&checkout=2025-07-09", None, "after the check-in"),
+        (
+            "GET",
+            "/travel/search?checkin=2025-07-10&checkout=2025-07-09",
+            None,
+            "after the check-in",
+        ),
         ("GET", "/travel/search?checkin=10/07/2025&checkout=2025-07-12", None, "YYYY-MM-DD"),
         ("GET", "/travel/search?guests=9", None, "between 1 and 6"),
-        ("POST", "/travel/alerts", {"checkin": "2025-07-10", "checkout": "2025-07-12",
-                                    "max_price": "90", "email": "a@b.co"}, "Choose a city"),
-        ("POST", "/travel/alerts", {"hotel": "gion-lantern", "city": "lisbon",
-                                    "checkin": "2025-07-10", "checkout": "2025-07-12",
-                                    "max_price": "90", "email": "a@b.co"}, "not in Lisbon"),
-        ("POST", "/travel/alerts", {"hotel": "station-capsule", "checkin": "2025-07-10",
-                                    "checkout": "2025-07-12", "guests": "2",
-                                    "max_price": "90", "email": "a@b.co"}, "at most 1 guests"),
-        ("POST", "/events/bookings", {"movie": "little-comet", "showtime": "orpheum|09:00"},
-         "not a showtime"),
+        (
+            "POST",
+            "/travel/alerts",
+            {
+                "checkin": "2025-07-10",
+                "checkout": "2025-07-12",
+                "max_price": "90",
+                "email": "a@b.co",
+            },
+            "Choose a city",
+        ),
+        (
+            "POST",
+            "/travel/alerts",
+            {
+                "hotel": "gion-lantern",
+                "city": "lisbon",
+                "checkin": "2025-07-10",
+                "checkout": "2025-07-12",
+                "max_price": "90",
+                "email": "a@b.co",
+            },
+            "not in Lisbon",
+        ),
+        (
+            "POST",
+            "/travel/alerts",
+            {
+                "hotel": "station-capsule",
+                "checkin": "2025-07-10",
+                "checkout": "2025-07-12",
+                "guests": "2",
+                "max_price": "90",
+                "email": "a@b.co",
+            },
+            "at most 1 guests",
+        ),
+        (
+            "POST",
+            "/events/bookings",
+            {"movie": "little-comet", "showtime": "orpheum|09:00"},
+            "not a showtime",
+        ),
         ("POST", "/events/watchlist/add", {"kind": "book", "id": "x"}, "'kind' must be"),
         ("GET", "/events/sports?round=12", None, "between 1 and 7"),
     ],
@@ -1137,8 +1321,16 @@ def test_bad_input_is_400_with_message(
 
 @pytest.mark.parametrize(
     "path",
-    ["/nowhere", "/shop/product/NOPE-1", "/shop/product/KIT-401/manual.pdf", "/travel/hotel/x",
-     "/events/movies/x", "/events/sports/match/x", "/events/sports/team/x", "/shop/orders/SS-1"],
+    [
+        "/nowhere",
+        "/shop/product/NOPE-1",
+        "/shop/product/KIT-401/manual.pdf",
+        "/travel/hotel/x",
+        "/events/movies/x",
+        "/events/sports/match/x",
+        "/events/sports/team/x",
+        "/shop/orders/SS-1",
+    ],
 )
 def test_unknown_pages_are_404(server: SandboxServer, path: str) -> None:
     with httpx.Client(base_url=server.base_url, trust_env=False) as client:
@@ -1173,9 +1365,17 @@ def test_every_page_links_all_sites(server: SandboxServer) -> None:
 def test_every_form_field_has_a_label(server: SandboxServer) -> None:
     b = Browser(server)
     try:
-        for path in ["/shop/", "/shop/product/AUD-101", "/travel/", "/travel/alerts",
-                     "/travel/hotel/kamo-river", "/events/movies", "/events/movies/little-comet",
-                     "/events/sports", "/search"]:
+        for path in [
+            "/shop/",
+            "/shop/product/AUD-101",
+            "/travel/",
+            "/travel/alerts",
+            "/travel/hotel/kamo-river",
+            "/events/movies",
+            "/events/movies/little-comet",
+            "/events/sports",
+            "/search",
+        ]:
             page = b.get(path)
             for el in page.find_all(["input", "select", "textarea"]):
                 if el.get("type") == "hidden":
@@ -1265,8 +1465,10 @@ def test_extra_routes_are_mounted_and_searchable() -> None:
     async def hello(request: Any) -> PlainTextResponse:
         return PlainTextResponse("hi")
 
-    app = build_app(extra_routes=[Route("/kb/hello", hello)],
-                    extra_documents=[SearchDocument("/kb/hello", "Zebra facts", "Stripes.")])
+    app = build_app(
+        extra_routes=[Route("/kb/hello", hello)],
+        extra_documents=[SearchDocument("/kb/hello", "Zebra facts", "Stripes.")],
+    )
     with TestClient(app) as client:
         r = client.get("/kb/hello")
         assert r.text == "hi" and SESSION_COOKIE in r.cookies
@@ -1322,10 +1524,23 @@ def test_answer_check_any_all_none() -> None:
 
 def test_state_matching_rules() -> None:
     state = {
-        "shop": {"cart": [{"sku": "A-1", "qty": 1}, {"sku": "B-2", "qty": 3}], "coupon": "SAVE10",
-                 "orders": []},
-        "travel": {"alerts": [{"hotel": None, "city": "kyoto", "checkin": "2025-01-02",
-                               "guests": 2, "max_price": 150.0, "email": "Ana@Example.com"}]},
+        "shop": {
+            "cart": [{"sku": "A-1", "qty": 1}, {"sku": "B-2", "qty": 3}],
+            "coupon": "SAVE10",
+            "orders": [],
+        },
+        "travel": {
+            "alerts": [
+                {
+                    "hotel": None,
+                    "city": "kyoto",
+                    "checkin": "2025-01-02",
+                    "guests": 2,
+                    "max_price": 150.0,
+                    "email": "Ana@Example.com",
+                }
+            ]
+        },
         "events": {"watchlist": [], "bookings": []},
     }
 
@@ -1339,8 +1554,12 @@ def test_state_matching_rules() -> None:
     # a loose item must not steal the only partner of a strict one
     assert ok({"shop": {"cart": [{}, {"sku": "A-1"}]}})
     # strings case-insensitive, numbers within a cent, ints equal floats, null only null
-    assert ok({"shop": {"coupon": "save10"}, "travel": {"alerts": [{"email": "ana@example.com",
-                                                                    "max_price": 150}]}})
+    assert ok(
+        {
+            "shop": {"coupon": "save10"},
+            "travel": {"alerts": [{"email": "ana@example.com", "max_price": 150}]},
+        }
+    )
     assert not ok({"travel": {"alerts": [{"checkin": "2025-01-03"}]}})
     assert not ok({"travel": {"alerts": [{"guests": True}]}})
     assert not ok({"travel": {"alerts": [{"hotel": "x"}]}})
@@ -1348,8 +1567,13 @@ def test_state_matching_rules() -> None:
     assert not ok({"shop": {"coupon": None}})
     result = evaluate_check({"kind": "state", "expect": {"shop": {"cart": []}}}, "", state)
     assert not result.success and "expected 0 item(s), found 2" in result.detail
-    both = {"kind": "all", "checks": [{"kind": "state", "expect": {"shop": {"coupon": "SAVE10"}}},
-                                      {"kind": "answer", "any": ["done"]}]}
+    both = {
+        "kind": "all",
+        "checks": [
+            {"kind": "state", "expect": {"shop": {"coupon": "SAVE10"}}},
+            {"kind": "answer", "any": ["done"]},
+        ],
+    }
     assert evaluate_check(both, "Done.", state).success
     failed = evaluate_check(both, "Finished.", state)
     assert not failed.success and failed.detail.startswith("ok: ") and "FAILED" in failed.detail

@@ -89,7 +89,9 @@ def test_scripted_agent_completes_sandbox_tasks(tmp_path, fake_model_config, pro
     scripts = {"sb-shop-11": JUMP_ROPES, "sb-shop-10": MOUSE}
     with ScriptedChatServer(scripted(scripts)) as srv:
         ropes, mouse = run_stack(
-            web_config(fake_model_config, srv.base_url, protocol, framework), tmp_path, list(scripts)
+            web_config(fake_model_config, srv.base_url, protocol, framework),
+            tmp_path,
+            list(scripts),
         )
     for trace, script in ((ropes, JUMP_ROPES), (mouse, MOUSE)):
         assert trace.status == "ok", trace.error_message

@@ -91,8 +91,16 @@ def test_web_tools_refuse_metadata_and_private_addresses(tools, name, url) -> No
 def test_interaction_fills_selects_checks_and_submits_a_form(tools, site) -> None:
     run = "run-form"
     ok(tools["web_browser"].invoke({"url": site.base_url + "/form"}, run))
-    ok(tools["web_interaction"].invoke({"action": "fill", "target": "Query", "value": "boots"}, run))
-    ok(tools["web_interaction"].invoke({"action": "select", "target": "Color", "value": "Blue"}, run))
+    ok(
+        tools["web_interaction"].invoke(
+            {"action": "fill", "target": "Query", "value": "boots"}, run
+        )
+    )
+    ok(
+        tools["web_interaction"].invoke(
+            {"action": "select", "target": "Color", "value": "Blue"}, run
+        )
+    )
     ok(tools["web_interaction"].invoke({"action": "check", "target": "Express delivery"}, run))
     out = ok(tools["web_interaction"].invoke({"action": "click", "target": "Go"}, run))
     assert "q=boots color=b express=on" in out
@@ -101,9 +109,7 @@ def test_interaction_fills_selects_checks_and_submits_a_form(tools, site) -> Non
 def test_interaction_targets_listing_numbers(tools, site) -> None:
     run = "run-refs"
     listing = ok(tools["web_browser"].invoke({"url": site.base_url + "/"}, run))
-    ref = next(
-        line.split("]")[0][1:] for line in listing.splitlines() if "Order form ->" in line
-    )
+    ref = next(line.split("]")[0][1:] for line in listing.splitlines() if "Order form ->" in line)
     out = ok(tools["web_interaction"].invoke({"action": "click", "target": f"[{ref}]"}, run))
     assert "Page: Order form" in out
 
@@ -124,7 +130,10 @@ def test_interaction_failures(tools, site) -> None:
         "needs a value",
     )
     fails(tools["web_interaction"].invoke({"action": "click", "target": "Broken"}, run), "HTTP 404")
-    fails(tools["web_interaction"].invoke({"action": "hover", "target": "x"}, run), "invalid arguments")
+    fails(
+        tools["web_interaction"].invoke({"action": "hover", "target": "x"}, run),
+        "invalid arguments",
+    )
 
 
 def test_page_persists_within_a_run_and_not_across_runs(tools, web, site) -> None:
@@ -166,7 +175,9 @@ def test_beautifulsoup_scraper(tools, site) -> None:
     scrape = tools["beautifulsoup_scraper"]
     prices = ok(scrape.invoke({"url": site.base_url + "/", "selector": ".price"}, "run-s"))
     assert prices == "1. $12.50\n2. $7.25"
-    hrefs = ok(scrape.invoke({"url": site.base_url + "/", "selector": "a", "attribute": "href"}, "r"))
+    hrefs = ok(
+        scrape.invoke({"url": site.base_url + "/", "selector": "a", "attribute": "href"}, "r")
+    )
     assert hrefs == "1. /form\n2. /counter"
     page = ok(scrape.invoke({"url": site.base_url + "/"}, "run-s"))
     assert "Title: Fixture home" in page and f"{site.base_url}/form" in page
@@ -185,3 +196,37 @@ def test_allow_private_lets_tools_reach_loopback(site) -> None:
         assert "HTTP 200" in ok(get.invoke({"url": site.base_url + "/data.json"}, "r"))
     finally:
         env.close()
+
+
+def test_every_tool_the_schema_names_exists_with_a_guidance_description() -> None:
+    from mastif.config import load_schema
+
+    names = load_schema()["properties"]["tools"]["items"]["enum"]
+    assert len(names) == 15
+    env = WebEnvironment("live", _options(), None)
+    try:
+        tools = env.tools(names)
+    finally:
+        env.close()
+    assert [t.name for t in tools] == names
+    for tool in tools:
+        assert "Use this tool" in tool.description and "Do NOT" in tool.description, tool.name
+        assert tool.parameters["additionalProperties"] is False, tool.name
+
+
+def test_a_runs_page_opens_at_the_tasks_start_page(tools, web, site) -> None:
+    from mastif.tasks import Task
+
+    task = Task(
+        task_id="t", confirmed_task="fill the form", website="fixture", domain="Test",
+        subdomain="Form", level="easy", start_url=site.base_url + "/form",
+    )  # fmt: skip
+    assert web.begin_run("run-start", task) == site.base_url + "/form"
+    # no web_browser call first: the page is already on the start page
+    out = ok(
+        tools["web_interaction"].invoke(
+            {"action": "fill", "target": "Query", "value": "x"}, "run-start"
+        )
+    )
+    assert "Page: Order form" in out
+    web.end_run("run-start")

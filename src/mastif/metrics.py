@@ -184,7 +184,9 @@ def judge_success(col: str = "TCR") -> pl.Expr:
     return pl.col(col) >= JUDGE_SUCCESS_MIN_TCR
 
 
-def judge_agreement(check: Sequence[bool | None], judge: Sequence[bool | None]) -> tuple[int, float | None, float | None]:
+def judge_agreement(
+    check: Sequence[bool | None], judge: Sequence[bool | None]
+) -> tuple[int, float | None, float | None]:
     """(n, accuracy, Cohen's κ) of the judge's verdicts against the checks, over the runs
     that have both.
 

@@ -140,7 +140,7 @@ async def _run_task(
     ctx = RunContext(
         run_id=run_id,
         # the start page as this run's absolute URL (sandbox paths resolved)
-        task=task.model_copy(update={"start_url": web.start_url(task)}),
+        task=task.model_copy(update={"start_url": web.begin_run(run_id, task)}),
         plan=plan,
         generation=gen,
         tools=protocol.transport,

@@ -35,8 +35,6 @@ from mastif.tools.web import SearchHit, hits_from_json, make_web_tools
 
 log = logging.getLogger(__name__)
 
-KNOWLEDGE_TOOL_NAMES = ("pdf_reader", "wikipedia", "arxiv", "pubmed", "youtube_transcript")
-
 
 class WebEnvironment:
     def __init__(self, mode: str, options: WebOptions, sandbox: Any | None) -> None:
@@ -49,10 +47,12 @@ class WebEnvironment:
         self.policy = UrlPolicy(options.allow_private, frozenset(allowed))
         self.page_chars = options.page_chars
         self.home = f"{sandbox.base_url}/" if sandbox is not None else None
+        self._starts: dict[str, str] = {}
         self.browser = BrowserService(
             BrowserOptions(options.browser_executable, True, options.action_timeout_s),
             self.policy,
             self._browser_cookies,
+            self._starts.get,
         )
         self._plain = HttpFetcher(self.policy, options.http_timeout_s)
 
@@ -97,6 +97,13 @@ class WebEnvironment:
         task that names none (e.g. a Mind2Web task on a site the sandbox does not have)."""
         return self.resolve(task.start_url) if task.start_url else None
 
+    def begin_run(self, run_id: str, task: Task) -> str | None:
+        """Remember the run's start page (its browser page opens there); return it."""
+        start = self.start_url(task)
+        if start:
+            self._starts[run_id] = start
+        return start
+
     # -------------------------------------------------------------- search
 
     def search(self, query: str, max_results: int) -> list[SearchHit]:
@@ -119,6 +126,7 @@ class WebEnvironment:
 
     def end_run(self, run_id: str) -> dict[str, Any] | None:
         """Close the run's page; the run's sandbox state (``None`` on the live web)."""
+        self._starts.pop(run_id, None)
         try:
             self.browser.end_run(run_id)
         except Exception:  # noqa: BLE001 - a page that will not close must not lose the run
@@ -129,7 +137,8 @@ class WebEnvironment:
         """The tools called ``names``, in that order, the web ones bound to this environment."""
         available = {t.name: t for t in BUILTIN_TOOLS}
         available.update({t.name: t for t in make_web_tools(self)})
-        if any(n in KNOWLEDGE_TOOL_NAMES for n in names):
+        if any(n not in available for n in names):
+            # the knowledge tools load pypdf and youtube-transcript-api: only when asked for
             from mastif.tools.knowledge import KnowledgeEndpoints, make_knowledge_tools
 
             endpoints = (
@@ -152,11 +161,15 @@ def open_web_environment(mode: str, options: WebOptions) -> Iterator[WebEnvironm
     """Start the sandbox (in ``sandbox`` mode) and the browser service; stop both after."""
     if mode == "sandbox":
         from mastif.sandbox import SandboxServer
-        from mastif.sandbox.mimic import mimic_routes
+        from mastif.sandbox.mimic import mimic_documents, mimic_routes
         from mastif.tasks.loaders import resources_dir
 
         data_dir = resources_dir() / "sandbox"
-        with SandboxServer(data_dir, extra_routes=mimic_routes(data_dir)) as sandbox:
+        with SandboxServer(
+            data_dir,
+            extra_routes=mimic_routes(data_dir),
+            extra_documents=mimic_documents(data_dir),
+        ) as sandbox:
             env = WebEnvironment(mode, options, sandbox)
             try:
                 yield env

@@ -221,8 +221,10 @@ class SiteData:
             for cinema in m["showtimes"]:
                 _require(cinema in self.cinemas, f"movie {m['id']}: unknown cinema {cinema}")
         for m in self.matches.values():
-            _require(m["home"] in self.teams and m["away"] in self.teams,
-                     f"match {m['id']}: unknown team")
+            _require(
+                m["home"] in self.teams and m["away"] in self.teams,
+                f"match {m['id']}: unknown team",
+            )
         self.standings = _standings(self.teams, self.matches.values(), league["points"])
         self.scorers = _scorers(self.teams, self.matches.values())
 
@@ -266,13 +268,17 @@ def _standings(
     teams: dict[str, dict[str, Any]], matches: Any, points: dict[str, int]
 ) -> list[dict[str, Any]]:
     """League table from played matches: points, then goal difference, goals, name."""
-    rows = {t: {"team": t, "played": 0, "won": 0, "drawn": 0, "lost": 0, "gf": 0, "ga": 0,
-                "points": 0} for t in teams}
+    rows = {
+        t: {"team": t, "played": 0, "won": 0, "drawn": 0, "lost": 0, "gf": 0, "ga": 0, "points": 0}
+        for t in teams
+    }
     for m in matches:
         if m.get("home_score") is None:
             continue
-        for me, mine, theirs in ((m["home"], m["home_score"], m["away_score"]),
-                                 (m["away"], m["away_score"], m["home_score"])):
+        for me, mine, theirs in (
+            (m["home"], m["home_score"], m["away_score"]),
+            (m["away"], m["away_score"], m["home_score"]),
+        ):
             row = rows[me]
             row["played"] += 1
             row["gf"] += mine
@@ -286,8 +292,10 @@ def _standings(
             else:
                 row["lost"] += 1
                 row["points"] += points["loss"]
-    table = sorted(rows.values(), key=lambda r: (-r["points"], -(r["gf"] - r["ga"]), -r["gf"],
-                                                 teams[r["team"]]["name"]))
+    table = sorted(
+        rows.values(),
+        key=lambda r: (-r["points"], -(r["gf"] - r["ga"]), -r["gf"], teams[r["team"]]["name"]),
+    )
     for pos, row in enumerate(table, start=1):
         row["pos"] = pos
         row["gd"] = row["gf"] - row["ga"]
@@ -329,7 +337,9 @@ class CartView:
         return float(rule["cost"])
 
 
-def coupon_problem(coupon: dict[str, Any], lines: list[dict[str, Any]], data: SiteData) -> str | None:
+def coupon_problem(
+    coupon: dict[str, Any], lines: list[dict[str, Any]], data: SiteData
+) -> str | None:
     """Why ``coupon`` cannot apply to these cart lines, or ``None`` if it can."""
     code = coupon["code"]
     if coupon.get("expired"):
@@ -348,15 +358,17 @@ def coupon_problem(coupon: dict[str, Any], lines: list[dict[str, Any]], data: Si
         scope = "your subtotal is"
     minimum = coupon.get("min_subtotal")
     if minimum is not None and base < minimum:
-        return (f"Coupon {code} needs a minimum of {money(minimum)}; "
-                f"{scope} {money(cents(base))}.")
+        return f"Coupon {code} needs a minimum of {money(minimum)}; {scope} {money(cents(base))}."
     return None
 
 
 def coupon_discount(coupon: dict[str, Any], lines: list[dict[str, Any]]) -> float:
     category = coupon.get("category")
-    base = sum(line["line_total"] for line in lines
-               if not category or line["product"]["category"] == category)
+    base = sum(
+        line["line_total"]
+        for line in lines
+        if not category or line["product"]["category"] == category
+    )
     if coupon["kind"] == "percent":
         return cents(Decimal(str(base)) * Decimal(str(coupon["value"])) / 100)
     return cents(min(float(coupon["value"]), base))
@@ -366,8 +378,13 @@ def price_cart(state: dict[str, Any], data: SiteData) -> CartView:
     lines = []
     for item in state["shop"]["cart"]:
         product = data.products[item["sku"]]
-        lines.append({"product": product, "qty": item["qty"],
-                      "line_total": cents(Decimal(str(product["price"])) * item["qty"])})
+        lines.append(
+            {
+                "product": product,
+                "qty": item["qty"],
+                "line_total": cents(Decimal(str(product["price"])) * item["qty"]),
+            }
+        )
     subtotal = cents(sum(line["line_total"] for line in lines))
     coupon = data.coupons.get(state["shop"]["coupon"] or "")
     discount = 0.0
@@ -430,119 +447,196 @@ def session_of(request: Request) -> str:
 def build_documents(data: SiteData) -> list[SearchDocument]:
     """One search document per page worth finding, with the facts people ask about."""
     docs = [
-        SearchDocument("/", "Sandbox home - all sites",
-                       "Start page linking ShopSphere, StayFinder, CityPulse and LoopSearch.",
-                       site="LoopSearch"),
-        SearchDocument("/shop/", "ShopSphere - online shop",
-                       f"{len(data.products)} products in "
-                       + ", ".join(c["name"] for c in data.categories.values()) + ".",
-                       "Search products, compare prices and ratings, use coupon codes.",
-                       site="ShopSphere"),
-        SearchDocument("/shop/deals", "Coupon codes and deals - ShopSphere",
-                       "Current ShopSphere coupon codes: "
-                       + "; ".join(f"{c['code']}: {c['description']}" for c in data.coupons.values()
-                                   if not c.get("expired")),
-                       site="ShopSphere"),
-        SearchDocument("/travel/", "StayFinder - hotel search",
-                       f"{len(data.hotels)} hotels in "
-                       + ", ".join(c["name"] for c in data.cities.values()) + ".",
-                       "Compare hotel prices for your dates and set price alerts.",
-                       site="StayFinder"),
-        SearchDocument("/travel/alerts", "Price alerts - StayFinder",
-                       "Create a price alert for a hotel or city and your travel dates.",
-                       site="StayFinder"),
-        SearchDocument("/events/", "CityPulse - movies and sports",
-                       "Cinema showtimes, ticket booking, and Coastal League football scores.",
-                       site="CityPulse"),
-        SearchDocument("/events/movies", "Movies now showing - CityPulse",
-                       "Now showing: " + ", ".join(m["title"] for m in data.movies.values()) + ".",
-                       site="CityPulse"),
+        SearchDocument(
+            "/",
+            "Sandbox home - all sites",
+            "Start page linking ShopSphere, StayFinder, CityPulse and LoopSearch.",
+            site="LoopSearch",
+        ),
+        SearchDocument(
+            "/shop/",
+            "ShopSphere - online shop",
+            f"{len(data.products)} products in "
+            + ", ".join(c["name"] for c in data.categories.values())
+            + ".",
+            "Search products, compare prices and ratings, use coupon codes.",
+            site="ShopSphere",
+        ),
+        SearchDocument(
+            "/shop/deals",
+            "Coupon codes and deals - ShopSphere",
+            "Current ShopSphere coupon codes: "
+            + "; ".join(
+                f"{c['code']}: {c['description']}"
+                for c in data.coupons.values()
+                if not c.get("expired")
+            ),
+            site="ShopSphere",
+        ),
+        SearchDocument(
+            "/travel/",
+            "StayFinder - hotel search",
+            f"{len(data.hotels)} hotels in "
+            + ", ".join(c["name"] for c in data.cities.values())
+            + ".",
+            "Compare hotel prices for your dates and set price alerts.",
+            site="StayFinder",
+        ),
+        SearchDocument(
+            "/travel/alerts",
+            "Price alerts - StayFinder",
+            "Create a price alert for a hotel or city and your travel dates.",
+            site="StayFinder",
+        ),
+        SearchDocument(
+            "/events/",
+            "CityPulse - movies and sports",
+            "Cinema showtimes, ticket booking, and Coastal League football scores.",
+            site="CityPulse",
+        ),
+        SearchDocument(
+            "/events/movies",
+            "Movies now showing - CityPulse",
+            "Now showing: " + ", ".join(m["title"] for m in data.movies.values()) + ".",
+            site="CityPulse",
+        ),
     ]
     for cat in data.categories.values():
         items = [p for p in data.products.values() if p["category"] == cat["id"]]
         cheapest = min(items, key=lambda p: p["price"])
-        docs.append(SearchDocument(
-            "/shop/search?" + urlencode({"category": cat["id"]}),
-            f"{cat['name']} - ShopSphere",
-            f"{len(items)} {cat['name']} products from {money(cheapest['price'])}. {cat['blurb']}",
-            " ".join(p["name"] + "." for p in items), site="ShopSphere"))
+        docs.append(
+            SearchDocument(
+                "/shop/search?" + urlencode({"category": cat["id"]}),
+                f"{cat['name']} - ShopSphere",
+                f"{len(items)} {cat['name']} products from {money(cheapest['price'])}. {cat['blurb']}",
+                " ".join(p["name"] + "." for p in items),
+                site="ShopSphere",
+            )
+        )
     for p in data.products.values():
         stock = f"In stock ({p['stock']} left)." if p["stock"] else "Out of stock."
         specs = " ".join(f"{k}: {v}." for k, v in p["specs"].items())
-        docs.append(SearchDocument(
-            f"/shop/product/{p['sku']}", f"{p['name']} - ShopSphere",
-            f"{money(p['price'])}, rated {p['rating']}/5 ({p['reviews']} reviews). {stock}",
-            f"{p['description']} Brand: {p['brand']}. Category: "
-            f"{data.categories[p['category']]['name']}. SKU {p['sku']}. {specs}",
-            site="ShopSphere"))
+        docs.append(
+            SearchDocument(
+                f"/shop/product/{p['sku']}",
+                f"{p['name']} - ShopSphere",
+                f"{money(p['price'])}, rated {p['rating']}/5 ({p['reviews']} reviews). {stock}",
+                f"{p['description']} Brand: {p['brand']}. Category: "
+                f"{data.categories[p['category']]['name']}. SKU {p['sku']}. {specs}",
+                site="ShopSphere",
+            )
+        )
     for city in data.cities.values():
         hotels = [h for h in data.hotels.values() if h["city"] == city["id"]]
-        docs.append(SearchDocument(
-            "/travel/search?" + urlencode({"city": city["id"]}),
-            f"Hotels in {city['name']} - StayFinder",
-            f"{len(hotels)} hotels in {city['name']}, {city['country']}, from "
-            f"{money(min(h['price'] for h in hotels))} per night.",
-            city["blurb"] + " " + " ".join(h["name"] + "." for h in hotels), site="StayFinder"))
+        docs.append(
+            SearchDocument(
+                "/travel/search?" + urlencode({"city": city["id"]}),
+                f"Hotels in {city['name']} - StayFinder",
+                f"{len(hotels)} hotels in {city['name']}, {city['country']}, from "
+                f"{money(min(h['price'] for h in hotels))} per night.",
+                city["blurb"] + " " + " ".join(h["name"] + "." for h in hotels),
+                site="StayFinder",
+            )
+        )
     for h in data.hotels.values():
         city = data.cities[h["city"]]
         cancel = "Free cancellation." if h["free_cancellation"] else "Non-refundable."
-        docs.append(SearchDocument(
-            f"/travel/hotel/{h['id']}", f"{h['name']}, {city['name']} - StayFinder",
-            f"{h['stars']}-star hotel in {h['neighbourhood']}, {city['name']}. "
-            f"{money(h['price'])} per night, guest rating {h['rating']}/10. {cancel}",
-            f"{h['description']} Amenities: {', '.join(h['amenities'])}. Up to "
-            f"{h['max_guests']} guests per room. {h['distance_km']} km from the centre.",
-            site="StayFinder"))
+        docs.append(
+            SearchDocument(
+                f"/travel/hotel/{h['id']}",
+                f"{h['name']}, {city['name']} - StayFinder",
+                f"{h['stars']}-star hotel in {h['neighbourhood']}, {city['name']}. "
+                f"{money(h['price'])} per night, guest rating {h['rating']}/10. {cancel}",
+                f"{h['description']} Amenities: {', '.join(h['amenities'])}. Up to "
+                f"{h['max_guests']} guests per room. {h['distance_km']} km from the centre.",
+                site="StayFinder",
+            )
+        )
     for m in data.movies.values():
-        times = "; ".join(f"{data.cinemas[c]['name']} {', '.join(ts)}"
-                          for c, ts in m["showtimes"].items())
-        docs.append(SearchDocument(
-            f"/events/movies/{m['id']}", f"{m['title']} ({m['year']}) - CityPulse",
-            f"{m['genre']}, {m['runtime']} min, rated {m['age_rating']}, audience score "
-            f"{m['rating']}/10. Showtimes today: {times}.",
-            f"{m['synopsis']} Directed by {m['director']}.", site="CityPulse"))
+        times = "; ".join(
+            f"{data.cinemas[c]['name']} {', '.join(ts)}" for c, ts in m["showtimes"].items()
+        )
+        docs.append(
+            SearchDocument(
+                f"/events/movies/{m['id']}",
+                f"{m['title']} ({m['year']}) - CityPulse",
+                f"{m['genre']}, {m['runtime']} min, rated {m['age_rating']}, audience score "
+                f"{m['rating']}/10. Showtimes today: {times}.",
+                f"{m['synopsis']} Directed by {m['director']}.",
+                site="CityPulse",
+            )
+        )
     for c in data.cinemas.values():
         showing = [m for m in data.movies.values() if c["id"] in m["showtimes"]]
-        docs.append(SearchDocument(
-            f"/events/cinema/{c['id']}", f"{c['name']} - CityPulse",
-            f"Cinema at {c['address']}. Tickets {money(c['seat_price'])} per seat.",
-            " ".join(f"{m['title']} at {', '.join(m['showtimes'][c['id']])}." for m in showing),
-            site="CityPulse"))
+        docs.append(
+            SearchDocument(
+                f"/events/cinema/{c['id']}",
+                f"{c['name']} - CityPulse",
+                f"Cinema at {c['address']}. Tickets {money(c['seat_price'])} per seat.",
+                " ".join(f"{m['title']} at {', '.join(m['showtimes'][c['id']])}." for m in showing),
+                site="CityPulse",
+            )
+        )
     league = data.events["league"]
     leader = data.standings[0]
     best = data.scorers[0]["goals"] if data.scorers else 0
     top = [s["player"] for s in data.scorers if s["goals"] == best]
-    scorers = (f"Joint top scorers: {' and '.join(top)}, {best} goals each." if len(top) > 1
-               else f"Top scorer: {top[0]}, {best} goals." if top else "")
-    docs.append(SearchDocument(
-        "/events/sports", f"{league['name']} {league['season']} table and results - CityPulse",
-        f"Leader: {data.teams[leader['team']]['name']} with {leader['points']} points after "
-        f"{leader['played']} matches. {scorers}",
-        " ".join(f"Position {r['pos']}: {data.teams[r['team']]['name']}, {r['points']} points."
-                 for r in data.standings), site="CityPulse"))
+    scorers = (
+        f"Joint top scorers: {' and '.join(top)}, {best} goals each."
+        if len(top) > 1
+        else f"Top scorer: {top[0]}, {best} goals."
+        if top
+        else ""
+    )
+    docs.append(
+        SearchDocument(
+            "/events/sports",
+            f"{league['name']} {league['season']} table and results - CityPulse",
+            f"Leader: {data.teams[leader['team']]['name']} with {leader['points']} points after "
+            f"{leader['played']} matches. {scorers}",
+            " ".join(
+                f"Position {r['pos']}: {data.teams[r['team']]['name']}, {r['points']} points."
+                for r in data.standings
+            ),
+            site="CityPulse",
+        )
+    )
     for row in data.standings:
         t = data.teams[row["team"]]
-        docs.append(SearchDocument(
-            f"/events/sports/team/{t['id']}", f"{t['name']} - CityPulse",
-            f"{league['name']} position {row['pos']} with {row['points']} points "
-            f"(W{row['won']} D{row['drawn']} L{row['lost']}, goal difference {row['gd']:+d}).",
-            f"Home ground: {t['stadium']}, {t['city']}. Squad: {', '.join(t['players'])}.",
-            site="CityPulse"))
+        docs.append(
+            SearchDocument(
+                f"/events/sports/team/{t['id']}",
+                f"{t['name']} - CityPulse",
+                f"{league['name']} position {row['pos']} with {row['points']} points "
+                f"(W{row['won']} D{row['drawn']} L{row['lost']}, goal difference {row['gd']:+d}).",
+                f"Home ground: {t['stadium']}, {t['city']}. Squad: {', '.join(t['players'])}.",
+                site="CityPulse",
+            )
+        )
     for m in data.matches.values():
         home, away = data.teams[m["home"]]["name"], data.teams[m["away"]]["name"]
         if data.played(m):
             goals = ", ".join(f"{g['player']} {g['minute']}'" for g in m["goals"]) or "none"
-            docs.append(SearchDocument(
-                f"/events/sports/match/{m['id']}",
-                f"{home} {m['home_score']}-{m['away_score']} {away} - CityPulse",
-                f"{league['name']} round {m['round']}, {m['date']} at {m['venue']}. Final score: "
-                f"{home} {m['home_score']}, {away} {m['away_score']}.",
-                f"Goals: {goals}. Attendance {m['attendance']:,}.", site="CityPulse"))
+            docs.append(
+                SearchDocument(
+                    f"/events/sports/match/{m['id']}",
+                    f"{home} {m['home_score']}-{m['away_score']} {away} - CityPulse",
+                    f"{league['name']} round {m['round']}, {m['date']} at {m['venue']}. Final score: "
+                    f"{home} {m['home_score']}, {away} {m['away_score']}.",
+                    f"Goals: {goals}. Attendance {m['attendance']:,}.",
+                    site="CityPulse",
+                )
+            )
         else:
-            docs.append(SearchDocument(
-                f"/events/sports/match/{m['id']}", f"{home} vs {away} - CityPulse",
-                f"{league['name']} round {m['round']} fixture: {m['date']}, kick-off "
-                f"{m['kickoff']} at {m['venue']}.", site="CityPulse"))
+            docs.append(
+                SearchDocument(
+                    f"/events/sports/match/{m['id']}",
+                    f"{home} vs {away} - CityPulse",
+                    f"{league['name']} round {m['round']} fixture: {m['date']}, kick-off "
+                    f"{m['kickoff']} at {m['venue']}.",
+                    site="CityPulse",
+                )
+            )
     return docs
 
 
@@ -567,8 +661,9 @@ def render_manual(product: dict[str, Any]) -> bytes:
     pdf.set_font("Helvetica", style="B", size=16)
     pdf.multi_cell(0, 9, manual["title"], new_x="LMARGIN", new_y="NEXT")
     pdf.set_font("Helvetica", size=10)
-    pdf.multi_cell(0, 6, f"Model: {product['name']} (SKU {product['sku']})",
-                   new_x="LMARGIN", new_y="NEXT")
+    pdf.multi_cell(
+        0, 6, f"Model: {product['name']} (SKU {product['sku']})", new_x="LMARGIN", new_y="NEXT"
+    )
     pdf.ln(4)
     for heading, body in manual["sections"]:
         pdf.set_font("Helvetica", style="B", size=12)
@@ -585,8 +680,9 @@ def render_manual(product: dict[str, Any]) -> bytes:
 class Sandbox:
     """Route handlers bound to one data set, one store and one search index."""
 
-    def __init__(self, data: SiteData, store: SessionStore, index: SearchIndex,
-                 templates: jinja2.Environment) -> None:
+    def __init__(
+        self, data: SiteData, store: SessionStore, index: SearchIndex, templates: jinja2.Environment
+    ) -> None:
         self.data = data
         self.store = store
         self.index = index
@@ -595,8 +691,9 @@ class Sandbox:
 
     # -- rendering
 
-    def render(self, request: Request, template: str, status: int = 200,
-               **context: Any) -> HTMLResponse:
+    def render(
+        self, request: Request, template: str, status: int = 200, **context: Any
+    ) -> HTMLResponse:
         sid = request.scope.get(SESSION_SCOPE_KEY)
         cart_count = 0
         flashes: list[tuple[str, str]] = []
@@ -605,8 +702,13 @@ class Sandbox:
             cart_count = sum(item["qty"] for item in snapshot["shop"]["cart"])
             flashes = self.store.pop_flashes(sid)
         html = self.templates.get_template(template).render(
-            request=request, sites=SITES, cart_count=cart_count, flashes=flashes,
-            data=self.data, **context)
+            request=request,
+            sites=SITES,
+            cart_count=cart_count,
+            flashes=flashes,
+            data=self.data,
+            **context,
+        )
         return HTMLResponse(html, status_code=status)
 
     def redirect(self, request: Request, path: str, message: str | None = None) -> Response:
@@ -622,8 +724,13 @@ class Sandbox:
         if request.url.path.startswith("/search/api"):
             return JSONResponse({"error": detail}, status_code=status)
         titles = {400: "Bad request", 404: "Page not found", 405: "Method not allowed"}
-        return self.render(request, "error.html", status=status,
-                           title=titles.get(status, f"Error {status}"), message=detail)
+        return self.render(
+            request,
+            "error.html",
+            status=status,
+            title=titles.get(status, f"Error {status}"),
+            message=detail,
+        )
 
     # -- home and search engine
 
@@ -642,8 +749,10 @@ class Sandbox:
             return JSONResponse({"error": "Parameter 'q' is required."}, status_code=400)
         n = parse_int(request.query_params.get("n"), "n", 1, 20, default=5)
         base = str(request.base_url).rstrip("/")
-        results = [{"title": h.doc.title, "url": base + h.doc.path, "snippet": h.snippet}
-                   for h in self.index.search(q, n)]
+        results = [
+            {"title": h.doc.title, "url": base + h.doc.path, "snippet": h.snippet}
+            for h in self.index.search(q, n)
+        ]
         return JSONResponse({"query": q, "results": results})
 
     # -- shop
@@ -667,8 +776,11 @@ class Sandbox:
         q = params.get("q", "").strip()
         category = params.get("category", "").strip().lower()
         if category and category not in self.data.categories:
-            bad_request(f"Unknown category {category!r}; choose one of "
-                        + ", ".join(self.data.categories) + ".")
+            bad_request(
+                f"Unknown category {category!r}; choose one of "
+                + ", ".join(self.data.categories)
+                + "."
+            )
         max_price = parse_float(params.get("max_price"), "max_price", 0, 100000)
         min_rating = parse_float(params.get("min_rating"), "min_rating", 0, 5)
         sort = params.get("sort", "").strip() or "relevance"
@@ -685,9 +797,12 @@ class Sandbox:
                 continue
             if terms:
                 name_tokens = set(tokenize(f"{p['name']} {p['brand']}"))
-                all_tokens = name_tokens | set(tokenize(
-                    f"{p['description']} {self.data.categories[p['category']]['name']} "
-                    f"{p['sku']} " + " ".join(f"{k} {v}" for k, v in p["specs"].items())))
+                all_tokens = name_tokens | set(
+                    tokenize(
+                        f"{p['description']} {self.data.categories[p['category']]['name']} "
+                        f"{p['sku']} " + " ".join(f"{k} {v}" for k, v in p["specs"].items())
+                    )
+                )
                 if not terms <= all_tokens:
                     continue
                 results.append((-len(terms & name_tokens), order, p))
@@ -702,15 +817,27 @@ class Sandbox:
         elif sort == "rating":
             products.sort(key=lambda p: (-p["rating"], -p["reviews"]))
         return self.render(
-            request, "shop_search.html", products=products, q=q, category=category,
-            max_price=params.get("max_price", ""), min_rating=params.get("min_rating", ""),
-            sort=sort, sorts=SHOP_SORTS, min_ratings=MIN_RATINGS)
+            request,
+            "shop_search.html",
+            products=products,
+            q=q,
+            category=category,
+            max_price=params.get("max_price", ""),
+            min_rating=params.get("min_rating", ""),
+            sort=sort,
+            sorts=SHOP_SORTS,
+            min_ratings=MIN_RATINGS,
+        )
 
     async def shop_product(self, request: Request) -> Response:
         product = self._product(request.path_params["sku"])
-        return self.render(request, "shop_product.html", product=product,
-                           category=self.data.categories[product["category"]],
-                           max_qty=min(MAX_QTY, product["stock"]))
+        return self.render(
+            request,
+            "shop_product.html",
+            product=product,
+            category=self.data.categories[product["category"]],
+            max_qty=min(MAX_QTY, product["stock"]),
+        )
 
     def _manual_uncached(self, sku: str) -> bytes:
         return render_manual(self.data.products[sku])
@@ -720,8 +847,11 @@ class Sandbox:
         if "manual" not in product:
             not_found(f"{product['name']} has no downloadable manual.")
         filename = f"{product['sku'].lower()}-manual.pdf"
-        return Response(self._manual(product["sku"]), media_type="application/pdf",
-                        headers={"Content-Disposition": f'inline; filename="{filename}"'})
+        return Response(
+            self._manual(product["sku"]),
+            media_type="application/pdf",
+            headers={"Content-Disposition": f'inline; filename="{filename}"'},
+        )
 
     def _recheck_coupon(self, sid: str, state: dict[str, Any]) -> None:
         """Drop a coupon that no longer applies after a cart change, and say why."""
@@ -748,14 +878,17 @@ class Sandbox:
             if product["stock"] == 0:
                 bad_request(f"{product['name']} is out of stock.")
             if new_qty > min(product["stock"], MAX_QTY):
-                bad_request(f"Cannot have {new_qty} of {product['name']} in the cart: "
-                            f"the limit is {min(product['stock'], MAX_QTY)}.")
+                bad_request(
+                    f"Cannot have {new_qty} of {product['name']} in the cart: "
+                    f"the limit is {min(product['stock'], MAX_QTY)}."
+                )
             if line:
                 line["qty"] = new_qty
             else:
                 cart.append({"sku": product["sku"], "qty": qty})
-        return self.redirect(request, "/shop/cart",
-                             f"Added {qty} x {product['name']} to your cart.")
+        return self.redirect(
+            request, "/shop/cart", f"Added {qty} x {product['name']} to your cart."
+        )
 
     async def cart_update(self, request: Request) -> Response:
         form = await request.form()
@@ -791,14 +924,21 @@ class Sandbox:
             self._recheck_coupon(sid, state)
         return self.redirect(request, "/shop/cart", f"Removed {product['name']} from your cart.")
 
-    async def cart_page(self, request: Request, coupon_error: str | None = None,
-                        entered_code: str = "") -> Response:
+    async def cart_page(
+        self, request: Request, coupon_error: str | None = None, entered_code: str = ""
+    ) -> Response:
         state = self.store.snapshot(session_of(request))
         view = price_cart(state, self.data)
         shipping = view.shipping_cost("standard", self.data.shop["shipping"]) if view.lines else 0.0
-        return self.render(request, "shop_cart.html", view=view, coupon_error=coupon_error,
-                           entered_code=entered_code, shipping=shipping,
-                           total=cents(view.after_discount + shipping))
+        return self.render(
+            request,
+            "shop_cart.html",
+            view=view,
+            coupon_error=coupon_error,
+            entered_code=entered_code,
+            shipping=shipping,
+            total=cents(view.after_discount + shipping),
+        )
 
     async def cart_coupon(self, request: Request) -> Response:
         form = await request.form()
@@ -816,8 +956,9 @@ class Sandbox:
                 state["shop"]["coupon"] = code
         if problem is not None:
             return await self.cart_page(request, problem, raw)
-        return self.redirect(request, "/shop/cart",
-                             f"Coupon {code} applied: {coupon['description']}")
+        return self.redirect(
+            request, "/shop/cart", f"Coupon {code} applied: {coupon['description']}"
+        )
 
     async def cart_coupon_remove(self, request: Request) -> Response:
         with self.store.edit(session_of(request)) as state:
@@ -828,8 +969,10 @@ class Sandbox:
         state = self.store.snapshot(session_of(request))
         view = price_cart(state, self.data)
         rules = self.data.shop["shipping"]
-        options = [{"id": k, "label": v["label"], "cost": view.shipping_cost(k, rules)}
-                   for k, v in rules.items()]
+        options = [
+            {"id": k, "label": v["label"], "cost": view.shipping_cost(k, rules)}
+            for k, v in rules.items()
+        ]
         return self.render(request, "shop_checkout.html", view=view, options=options)
 
     async def checkout_submit(self, request: Request) -> Response:
@@ -848,24 +991,33 @@ class Sandbox:
                 bad_request("Your cart is empty; add a product before checking out.")
             shipping = view.shipping_cost(method, rules)
             order_id = f"SS-{self.store.next_number('order', 1001)}"
-            state["shop"]["orders"].append({
-                "order_id": order_id,
-                "items": [{"sku": line["product"]["sku"], "qty": line["qty"],
-                           "unit_price": line["product"]["price"]} for line in view.lines],
-                "coupon": view.coupon["code"] if view.coupon else None,
-                "subtotal": view.subtotal,
-                "discount": view.discount,
-                "shipping_method": method,
-                "shipping_cost": shipping,
-                "total": cents(view.after_discount + shipping),
-                "name": name,
-                "email": email,
-                "address": address,
-            })
+            state["shop"]["orders"].append(
+                {
+                    "order_id": order_id,
+                    "items": [
+                        {
+                            "sku": line["product"]["sku"],
+                            "qty": line["qty"],
+                            "unit_price": line["product"]["price"],
+                        }
+                        for line in view.lines
+                    ],
+                    "coupon": view.coupon["code"] if view.coupon else None,
+                    "subtotal": view.subtotal,
+                    "discount": view.discount,
+                    "shipping_method": method,
+                    "shipping_cost": shipping,
+                    "total": cents(view.after_discount + shipping),
+                    "name": name,
+                    "email": email,
+                    "address": address,
+                }
+            )
             state["shop"]["cart"] = []
             state["shop"]["coupon"] = None
-        return self.redirect(request, f"/shop/orders/{order_id}",
-                             f"Thank you! Order {order_id} has been placed.")
+        return self.redirect(
+            request, f"/shop/orders/{order_id}", f"Thank you! Order {order_id} has been placed."
+        )
 
     async def orders_page(self, request: Request) -> Response:
         orders = self.store.snapshot(session_of(request))["shop"]["orders"]
@@ -891,13 +1043,22 @@ class Sandbox:
         stay = parse_stay(params.get("checkin"), params.get("checkout"))
         guests = parse_int(params.get("guests"), "guests", 1, MAX_GUESTS, default=2)
         nights = (stay[1] - stay[0]).days if stay else None
-        return {"checkin": stay[0].isoformat() if stay else "",
-                "checkout": stay[1].isoformat() if stay else "",
-                "guests": guests, "nights": nights}
+        return {
+            "checkin": stay[0].isoformat() if stay else "",
+            "checkout": stay[1].isoformat() if stay else "",
+            "guests": guests,
+            "nights": nights,
+        }
 
     async def travel_home(self, request: Request) -> Response:
-        return self.render(request, "travel_home.html", stay=self._stay_context({}),
-                           sort="recommended", sorts=TRAVEL_SORTS, city=None)
+        return self.render(
+            request,
+            "travel_home.html",
+            stay=self._stay_context({}),
+            sort="recommended",
+            sorts=TRAVEL_SORTS,
+            city=None,
+        )
 
     async def travel_search(self, request: Request) -> Response:
         params = request.query_params
@@ -906,28 +1067,43 @@ class Sandbox:
         if raw_city:
             city = self.data.city_by_name(raw_city)
             if city is None:
-                bad_request(f"Unknown city {raw_city!r}; choose one of "
-                            + ", ".join(c["name"] for c in self.data.cities.values()) + ".")
+                bad_request(
+                    f"Unknown city {raw_city!r}; choose one of "
+                    + ", ".join(c["name"] for c in self.data.cities.values())
+                    + "."
+                )
         stay = self._stay_context(params)
         sort = params.get("sort", "").strip() or "recommended"
         if sort not in TRAVEL_SORTS:
             bad_request(f"Unknown sort {sort!r}; use one of {', '.join(TRAVEL_SORTS)}.")
         free_only = params.get("free_cancellation", "") in ("1", "on", "true", "yes")
-        hotels = [h for h in self.data.hotels.values()
-                  if (city is None or h["city"] == city["id"])
-                  and h["max_guests"] >= stay["guests"]
-                  and (h["free_cancellation"] or not free_only)]
+        hotels = [
+            h
+            for h in self.data.hotels.values()
+            if (city is None or h["city"] == city["id"])
+            and h["max_guests"] >= stay["guests"]
+            and (h["free_cancellation"] or not free_only)
+        ]
         keys: dict[str, Callable[[dict[str, Any]], Any]] = {
-            "price_asc": lambda h: h["price"], "price_desc": lambda h: -h["price"],
+            "price_asc": lambda h: h["price"],
+            "price_desc": lambda h: -h["price"],
             "rating": lambda h: (-h["rating"], h["price"]),
             "stars": lambda h: (-h["stars"], -h["rating"]),
         }
         if sort in keys:
             hotels.sort(key=keys[sort])
         results = [{"hotel": h, "total": self._total(h, stay["nights"])} for h in hotels]
-        return self.render(request, "travel_search.html", results=results, city=city,
-                           stay=stay, sort=sort, sorts=TRAVEL_SORTS, free_only=free_only,
-                           searched=True)
+        return self.render(
+            request,
+            "travel_search.html",
+            results=results,
+            city=city,
+            stay=stay,
+            sort=sort,
+            sorts=TRAVEL_SORTS,
+            free_only=free_only,
+            searched=True,
+        )
 
     @staticmethod
     def _total(hotel: dict[str, Any], nights: int | None) -> float | None:
@@ -936,21 +1112,28 @@ class Sandbox:
     def _stay_query(self, stay: dict[str, Any]) -> str:
         if not stay["nights"]:
             return urlencode({"guests": stay["guests"]})
-        return urlencode({"checkin": stay["checkin"], "checkout": stay["checkout"],
-                          "guests": stay["guests"]})
+        return urlencode(
+            {"checkin": stay["checkin"], "checkout": stay["checkout"], "guests": stay["guests"]}
+        )
 
     async def travel_hotel(self, request: Request) -> Response:
         hotel = self._hotel(request.path_params["hotel_id"])
         stay = self._stay_context(request.query_params)
-        return self.render(request, "travel_hotel.html", hotel=hotel,
-                           city=self.data.cities[hotel["city"]], stay=stay,
-                           total=self._total(hotel, stay["nights"]),
-                           too_many=stay["guests"] > hotel["max_guests"])
+        return self.render(
+            request,
+            "travel_hotel.html",
+            hotel=hotel,
+            city=self.data.cities[hotel["city"]],
+            stay=stay,
+            total=self._total(hotel, stay["nights"]),
+            too_many=stay["guests"] > hotel["max_guests"],
+        )
 
     async def alerts_page(self, request: Request) -> Response:
         alerts = self.store.snapshot(session_of(request))["travel"]["alerts"]
-        return self.render(request, "travel_alerts.html", alerts=alerts,
-                           stay=self._stay_context({}))
+        return self.render(
+            request, "travel_alerts.html", alerts=alerts, stay=self._stay_context({})
+        )
 
     async def alerts_create(self, request: Request) -> Response:
         form = await request.form()
@@ -962,8 +1145,10 @@ class Sandbox:
             bad_request(f"Unknown city {raw_city!r}.")
         if hotel is not None:
             if city is not None and city["id"] != hotel["city"]:
-                bad_request(f"{hotel['name']} is in {self.data.cities[hotel['city']]['name']}, "
-                            f"not in {city['name']}.")
+                bad_request(
+                    f"{hotel['name']} is in {self.data.cities[hotel['city']]['name']}, "
+                    f"not in {city['name']}."
+                )
             city = self.data.cities[hotel["city"]]
         if city is None:
             bad_request("Choose a city or a hotel for the alert.")
@@ -980,19 +1165,22 @@ class Sandbox:
         sid = session_of(request)
         with self.store.edit(sid) as state:
             alert_id = self.store.next_number("alert", 1)
-            state["travel"]["alerts"].append({
-                "alert_id": alert_id,
-                "hotel": hotel["id"] if hotel else None,
-                "city": city["id"],
-                "checkin": stay[0].isoformat(),
-                "checkout": stay[1].isoformat(),
-                "guests": guests,
-                "max_price": cents(max_price),
-                "email": email,
-            })
+            state["travel"]["alerts"].append(
+                {
+                    "alert_id": alert_id,
+                    "hotel": hotel["id"] if hotel else None,
+                    "city": city["id"],
+                    "checkin": stay[0].isoformat(),
+                    "checkout": stay[1].isoformat(),
+                    "guests": guests,
+                    "max_price": cents(max_price),
+                    "email": email,
+                }
+            )
         target = hotel["name"] if hotel else f"hotels in {city['name']}"
-        return self.redirect(request, "/travel/alerts",
-                             f"Price alert #{alert_id} created for {target}.")
+        return self.redirect(
+            request, "/travel/alerts", f"Price alert #{alert_id} created for {target}."
+        )
 
     async def alerts_delete(self, request: Request) -> Response:
         form = await request.form()
@@ -1025,13 +1213,18 @@ class Sandbox:
             bad_request(f"Unknown genre {genre!r}; choose one of {', '.join(genres)}.")
         cinema = params.get("cinema", "").strip().lower()
         if cinema and cinema not in self.data.cinemas:
-            bad_request(f"Unknown cinema {cinema!r}; choose one of "
-                        + ", ".join(self.data.cinemas) + ".")
-        movies = [m for m in self.data.movies.values()
-                  if (not genre or m["genre"].lower() == genre.lower())
-                  and (not cinema or cinema in m["showtimes"])]
-        return self.render(request, "movies.html", movies=movies, genres=genres,
-                           genre=genre, cinema=cinema)
+            bad_request(
+                f"Unknown cinema {cinema!r}; choose one of " + ", ".join(self.data.cinemas) + "."
+            )
+        movies = [
+            m
+            for m in self.data.movies.values()
+            if (not genre or m["genre"].lower() == genre.lower())
+            and (not cinema or cinema in m["showtimes"])
+        ]
+        return self.render(
+            request, "movies.html", movies=movies, genres=genres, genre=genre, cinema=cinema
+        )
 
     async def movie_page(self, request: Request) -> Response:
         movie = self._movie(request.path_params["movie_id"])
@@ -1051,20 +1244,30 @@ class Sandbox:
         cinema_id, _, time = showtime.partition("|")
         times = movie["showtimes"].get(cinema_id.strip().lower())
         if not times or time.strip() not in times:
-            bad_request(f"{showtime!r} is not a showtime of {movie['title']}; pick one from "
-                        "the list on the movie page.")
+            bad_request(
+                f"{showtime!r} is not a showtime of {movie['title']}; pick one from "
+                "the list on the movie page."
+            )
         cinema = self.data.cinemas[cinema_id.strip().lower()]
         seats = parse_int(field_text(form, "seats"), "seats", 1, MAX_SEATS, default=1)
         with self.store.edit(session_of(request)) as state:
             booking_id = f"CP-{self.store.next_number('booking', 501)}"
-            state["events"]["bookings"].append({
-                "booking_id": booking_id, "movie": movie["id"], "cinema": cinema["id"],
-                "time": time.strip(), "seats": seats,
-                "total": cents(Decimal(str(cinema["seat_price"])) * seats),
-            })
-        return self.redirect(request, "/events/watchlist",
-                             f"Booked {seats} seat(s) for {movie['title']} at "
-                             f"{cinema['name']}, {time.strip()} (booking {booking_id}).")
+            state["events"]["bookings"].append(
+                {
+                    "booking_id": booking_id,
+                    "movie": movie["id"],
+                    "cinema": cinema["id"],
+                    "time": time.strip(),
+                    "seats": seats,
+                    "total": cents(Decimal(str(cinema["seat_price"])) * seats),
+                }
+            )
+        return self.redirect(
+            request,
+            "/events/watchlist",
+            f"Booked {seats} seat(s) for {movie['title']} at "
+            f"{cinema['name']}, {time.strip()} (booking {booking_id}).",
+        )
 
     # -- events: sports
 
@@ -1078,16 +1281,29 @@ class Sandbox:
         matches = [m for m in self.data.matches.values() if chosen in (None, m["round"])]
         results = [m for m in matches if self.data.played(m)]
         fixtures = [m for m in matches if not self.data.played(m)]
-        return self.render(request, "sports.html", league=self.data.events["league"],
-                           table=self.data.standings, results=results, fixtures=fixtures,
-                           rounds=rounds, chosen=chosen, scorers=self.data.scorers[:8])
+        return self.render(
+            request,
+            "sports.html",
+            league=self.data.events["league"],
+            table=self.data.standings,
+            results=results,
+            fixtures=fixtures,
+            rounds=rounds,
+            chosen=chosen,
+            scorers=self.data.scorers[:8],
+        )
 
     async def match_page(self, request: Request) -> Response:
         match = self.data.matches.get(request.path_params["match_id"].lower())
         if match is None:
             not_found(f"No match {request.path_params['match_id']!r}.")
-        return self.render(request, "match.html", match=match, league=self.data.events["league"],
-                           played=self.data.played(match))
+        return self.render(
+            request,
+            "match.html",
+            match=match,
+            league=self.data.events["league"],
+            played=self.data.played(match),
+        )
 
     async def team_page(self, request: Request) -> Response:
         team = self.data.teams.get(request.path_params["team_id"].lower())
@@ -1115,8 +1331,10 @@ class Sandbox:
 
     async def watchlist_page(self, request: Request) -> Response:
         state = self.store.snapshot(session_of(request))["events"]
-        items = [{**item, "name": self._watch_target(item["kind"], item["id"])}
-                 for item in state["watchlist"]]
+        items = [
+            {**item, "name": self._watch_target(item["kind"], item["id"])}
+            for item in state["watchlist"]
+        ]
         return self.render(request, "watchlist.html", items=items, bookings=state["bookings"])
 
     async def watchlist_add(self, request: Request) -> Response:

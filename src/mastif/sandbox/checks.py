@@ -124,8 +124,11 @@ def _validate(check: Any, where: str) -> None:
     kind = check.get("kind")
     if kind not in KINDS:
         raise ValueError(f"{where}: 'kind' must be one of {', '.join(KINDS)}, got {kind!r}")
-    allowed = {"answer": {"kind", "any", "all", "none"}, "state": {"kind", "expect"},
-               "all": {"kind", "checks"}}[kind]
+    allowed = {
+        "answer": {"kind", "any", "all", "none"},
+        "state": {"kind", "expect"},
+        "all": {"kind", "checks"},
+    }[kind]
     extra = sorted(set(check) - allowed)
     if extra:
         raise ValueError(f"{where}: unknown key(s) for kind {kind!r}: {', '.join(extra)}")
@@ -162,8 +165,7 @@ def _validate_expect(expect: Any, where: str) -> None:
     for section, value in expect.items():
         if section not in schema:
             raise ValueError(
-                f"{where}: unknown state section {section!r}; expected one of "
-                f"{', '.join(schema)}"
+                f"{where}: unknown state section {section!r}; expected one of {', '.join(schema)}"
             )
         if not isinstance(value, dict):
             raise ValueError(f"{where}.{section}: must be an object")
@@ -192,7 +194,9 @@ def _validate_json(value: Any, where: str) -> None:
 # --------------------------------------------------------------------------- evaluation
 
 
-def evaluate_check(check: dict[str, Any], final_answer: str | None, state: dict[str, Any]) -> CheckResult:
+def evaluate_check(
+    check: dict[str, Any], final_answer: str | None, state: dict[str, Any]
+) -> CheckResult:
     """Evaluate ``check`` on the run's final answer and session snapshot.
 
     Raises ``ValueError`` for a malformed check (a task-set bug, not an agent failure).
@@ -264,8 +268,7 @@ def _match(expected: Any, actual: Any, path: str) -> str | None:
             return f"{path}: expected a list, found {actual!r}"
         if len(expected) != len(actual):
             return (
-                f"{path}: expected {len(expected)} item(s), found {len(actual)}: "
-                f"{_brief(actual)}"
+                f"{path}: expected {len(expected)} item(s), found {len(actual)}: {_brief(actual)}"
             )
         unmatched = _unmatched(expected, actual, path)
         if unmatched is not None:

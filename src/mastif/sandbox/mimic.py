@@ -43,6 +43,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
+from mastif.sandbox.search import SearchDocument
+
 KNOWLEDGE_DIR = "knowledge"
 PREFIXES: dict[str, str] = {
     "wikipedia": "/api/wikipedia",
@@ -1124,4 +1126,25 @@ def mimic_routes(data_dir: Path | None = None) -> list[BaseRoute]:
     return [
         Mount(PREFIXES[name], routes=build(_load(root / f"{name}.json")))
         for name, build in builders.items()
+    ]
+
+
+def mimic_documents(data_dir: Path | None = None) -> list[SearchDocument]:
+    """The encyclopedia mimic's article pages as LoopSearch documents.
+
+    The sandbox's search engine indexes every page a sandbox user can open, and the
+    ``/api/wikipedia/wiki/{title}`` article pages are such pages: a plain ``web_search``
+    finds them as it finds a shop's product pages on the real web.
+    """
+    root = (data_dir if data_dir is not None else default_data_dir()) / KNOWLEDGE_DIR
+    pages = _load(root / "wikipedia.json")["pages"]
+    return [
+        SearchDocument(
+            path=f"{PREFIXES['wikipedia']}/wiki/{quote(p['title'].replace(' ', '_'))}",
+            title=f"{p['title']} - Wikipedia",
+            summary=str(p["intro"]),
+            text=str(p.get("body", "")),
+            site="Wikipedia",
+        )
+        for p in pages
     ]

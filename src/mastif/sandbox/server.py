@@ -64,8 +64,11 @@ class SandboxServer:
         startup_timeout_s: float = 15.0,
         shutdown_timeout_s: float = 10.0,
     ) -> None:
-        self.app = app if app is not None else build_app(
-            data_dir, extra_routes, extra_documents=extra_documents)
+        self.app = (
+            app
+            if app is not None
+            else build_app(data_dir, extra_routes, extra_documents=extra_documents)
+        )
         self.store: SessionStore = self.app.state.store
         self.startup_timeout_s = startup_timeout_s
         self.shutdown_timeout_s = shutdown_timeout_s
@@ -116,8 +119,15 @@ class SandboxServer:
         if self._thread is not None:
             raise RuntimeError("the sandbox server was already started")
         config = uvicorn.Config(
-            self.app, host=HOST, port=0, log_level="warning", access_log=False,
-            log_config=None, lifespan="off", loop="asyncio", http="h11",
+            self.app,
+            host=HOST,
+            port=0,
+            log_level="warning",
+            access_log=False,
+            log_config=None,
+            lifespan="off",
+            loop="asyncio",
+            http="h11",
             timeout_graceful_shutdown=2,
         )
         server = _ThreadServer(config)

@@ -7,7 +7,8 @@ coroutine there and blocks the calling tool thread until it finishes or times ou
 
 Each run gets its own ``BrowserContext`` (a fresh cookie jar and storage, seeded with the
 run's sandbox session cookie) holding one page, created on the run's first browser call
-and closed by :meth:`BrowserService.end_run`. A click in one step is therefore still
+(already showing the task's start page, if it has one) and closed by
+:meth:`BrowserService.end_run`. A click in one step is therefore still
 there in the next step of the same run, and never visible to another run.
 
 Every request the page makes — navigations, redirects, sub-resources — passes the URL
@@ -67,10 +68,12 @@ class BrowserService:
         options: BrowserOptions,
         policy: UrlPolicy,
         cookies_for: Callable[[str], list[dict[str, str]]] | None = None,
+        start_for: Callable[[str], str | None] | None = None,
     ) -> None:
         self.options = options
         self.policy = policy
         self._cookies_for = cookies_for
+        self._start_for = start_for
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="browser", daemon=True)
         self._thread.start()
@@ -159,6 +162,14 @@ class BrowserService:
                     await context.add_cookies(cookies)
             run.page = await context.new_page()
             self._pages[run_id] = run
+            start = self._start_for(run_id) if self._start_for is not None else None
+            if start:
+                # the prompt says the browser starts at the task's start page: make it so,
+                # so acting on the page works before any explicit navigation
+                try:
+                    await run.page.goto(start, wait_until="domcontentloaded")
+                except Exception:  # noqa: BLE001 - the agent's own action will meet the failure
+                    log.warning("run %s: start page %s did not load", run_id, start)
         return self._pages[run_id]
 
     async def _guard(self, route: Any, run: _RunPage) -> None:

@@ -125,14 +125,17 @@ def format_snapshot(snap: dict[str, Any], text_chars: int) -> str:
     if snap["links"]:
         lines.append("")
         lines.append("Links:")
-        lines += [f"[{x['ref']}] {x['text'] or x['href']} -> {x['href']}" for x in snap["links"][:MAX_LISTED]]
+        lines += [
+            f"[{x['ref']}] {x['text'] or x['href']} -> {x['href']}"
+            for x in snap["links"][:MAX_LISTED]
+        ]
     if snap["fields"]:
         lines.append("")
         lines.append("Form fields:")
         for f in snap["fields"][:MAX_LISTED]:
-            desc = f"[{f['ref']}] {f['kind']} \"{f['label']}\""
+            desc = f'[{f["ref"]}] {f["kind"]} "{f["label"]}"'
             if f.get("value"):
-                desc += f" = \"{f['value']}\""
+                desc += f' = "{f["value"]}"'
             if "checked" in f:
                 desc += " (checked)" if f["checked"] else " (unchecked)"
             if f.get("options"):
@@ -140,7 +143,10 @@ def format_snapshot(snap: dict[str, Any], text_chars: int) -> str:
             lines.append(desc)
     if snap["buttons"]:
         lines.append("")
-        lines.append("Buttons: " + "; ".join(f"[{b['ref']}] {b['text']}" for b in snap["buttons"][:MAX_LISTED]))
+        lines.append(
+            "Buttons: "
+            + "; ".join(f"[{b['ref']}] {b['text']}" for b in snap["buttons"][:MAX_LISTED])
+        )
     return "\n".join(lines)
 
 
@@ -333,7 +339,9 @@ def make_web_tools(web: WebAccess) -> list[Tool]:
         kind = response.headers.get("content-type", "unknown")
         return _truncate(f"HTTP {response.status_code} ({kind})\n\n{response.text}", chars)
 
-    def beautifulsoup_scraper(url: str, selector: str | None = None, attribute: str | None = None) -> str:
+    def beautifulsoup_scraper(
+        url: str, selector: str | None = None, attribute: str | None = None
+    ) -> str:
         absolute = web.resolve(url)
         response = web.fetcher().get(absolute)
         soup = BeautifulSoup(response.text, "html.parser")
@@ -365,7 +373,7 @@ def make_web_tools(web: WebAccess) -> list[Tool]:
     return [
         Tool(
             "web_search",
-            "Search the web and get titles, links and snippets. Use this tool first when you "
+            "Use this tool to search the web for titles, links and snippets, first when you "
             "do not know which page has the answer; snippets often contain prices, ratings or "
             "dates. Do NOT use it to read a page you already have a link to.",
             _schema(
@@ -379,25 +387,27 @@ def make_web_tools(web: WebAccess) -> list[Tool]:
         ),
         Tool(
             "web_browser",
-            "Open a URL in the browser and read the page: its text and numbered links, form "
-            "fields and buttons. Use this tool to go to a page or follow a link. Do NOT use "
-            "it to click buttons or fill forms (use web_interaction).",
-            _schema({"url": {"type": "string", "minLength": 1, "description": "URL or path"}}, ["url"]),
+            "Use this tool to open a URL or path in the browser and read the page: its text "
+            "and numbered links, form fields and buttons. Do NOT use it to click buttons or "
+            "fill forms (use web_interaction).",
+            _schema(
+                {"url": {"type": "string", "minLength": 1, "description": "URL or path"}}, ["url"]
+            ),
             web_browser,
         ),
         Tool(
             "requests_get",
-            "Fetch a URL with a plain HTTP GET and return the raw response body (HTML, JSON "
-            "or text). Use this tool for APIs and raw files. Do NOT use it for pages you "
+            "Use this tool to fetch a URL with a plain HTTP GET and get the raw response body "
+            "(HTML, JSON or text), e.g. for APIs and raw files. Do NOT use it for pages you "
             "need to click through.",
             _schema({"url": {"type": "string", "minLength": 1}}, ["url"]),
             requests_get,
         ),
         Tool(
             "beautifulsoup_scraper",
-            "Download a web page and extract text: the whole readable text and links, or "
-            "only elements matching a CSS selector (optionally one attribute of them). Use "
-            "this tool to pull specific data out of a page. Do NOT use it to interact.",
+            "Use this tool to pull data out of a web page: its readable text and links, or "
+            "only the elements matching a CSS selector (optionally one attribute of them). "
+            "Do NOT use it to click or fill forms.",
             _schema(
                 {
                     "url": {"type": "string", "minLength": 1},
@@ -410,13 +420,21 @@ def make_web_tools(web: WebAccess) -> list[Tool]:
         ),
         Tool(
             "web_interaction",
-            "Act on the page open in the browser: click a link or button, fill a text "
-            "field, select an option, check a box. Target an element by its [number] from "
-            "the page listing, its label or its text. Do NOT use it before web_browser.",
+            "Use this tool to act on the page open in the browser: click a link or button, "
+            "fill a text field, select an option, check a box. Target an element by its "
+            "[number] from the page listing, its label or its text. Do NOT use it before "
+            "web_browser has opened a page.",
             _schema(
                 {
-                    "action": {"type": "string", "enum": ["click", "fill", "select", "check", "uncheck"]},
-                    "target": {"type": "string", "minLength": 1, "description": "[number], label or text"},
+                    "action": {
+                        "type": "string",
+                        "enum": ["click", "fill", "select", "check", "uncheck"],
+                    },
+                    "target": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "[number], label or text",
+                    },
                     "value": {"type": "string", "description": "text to fill or option to select"},
                 },
                 ["action", "target"],
@@ -425,9 +443,9 @@ def make_web_tools(web: WebAccess) -> list[Tool]:
         ),
         Tool(
             "keyboard_interaction",
-            "Type text and press keys (Enter, Tab, ArrowDown, Control+A) in the page open in "
-            "the browser, optionally into a target field first. Use this tool to submit a "
-            "search with Enter. Do NOT use it to open URLs.",
+            "Use this tool to type text and press keys (Enter, Tab, ArrowDown, Control+A) in "
+            "the page open in the browser, optionally into a target field first, e.g. to "
+            "submit a search with Enter. Do NOT use it to open URLs.",
             _schema(
                 {
                     "keys": {"type": "string", "description": "keys to press, e.g. 'Enter'"},
