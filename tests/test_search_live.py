@@ -350,3 +350,23 @@ def test_bad_arguments_are_tool_errors(ddg: Fixture, kwargs: dict, message: str)
     with pytest.raises(ToolError, match=message):
         live_search(**kwargs)
     assert ddg.attempted_urls == []
+
+
+def test_web_search_tool_in_live_mode_uses_ddgs(ddg: Fixture) -> None:
+    """The ``web_search`` tool of a ``web: live`` environment is this backend."""
+    from mastif.config import WebOptions
+    from mastif.webenv import WebEnvironment
+
+    options = WebOptions(
+        allow_private=False, allowed_hosts=(), browser_executable="/usr/bin/chromium",
+        action_timeout_s=5, http_timeout_s=5, page_chars=1500, search_backend="duckduckgo",
+    )  # fmt: skip
+    env = WebEnvironment("live", options, None)
+    try:
+        (search,) = env.tools(["web_search"])
+        result = search.invoke({"query": QUERY, "max_results": 2}, "run-live")
+    finally:
+        env.close()
+    assert result.ok, result.error
+    assert result.output.startswith(f"1. {EXPECTED[0].title}\n   {EXPECTED[0].url}")
+    assert_only_fixture_traffic(ddg, 1)

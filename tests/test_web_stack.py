@@ -132,3 +132,38 @@ def test_failed_browser_action_is_a_failed_call(tmp_path, fake_model_config):
     assert not not_found.ok and "HTTP 404" in not_found.error
     assert not metadata.ok and "refused" in metadata.error
     assert trace.success is False
+
+
+def test_web_search_on_the_sandbox_finds_pages_and_fails_on_no_results() -> None:
+    from mastif.config import WebOptions
+    from mastif.webenv import open_web_environment
+
+    options = WebOptions(
+        allow_private=False, allowed_hosts=(), browser_executable="/usr/bin/chromium",
+        action_timeout_s=5, http_timeout_s=5, page_chars=1500, search_backend="duckduckgo",
+    )  # fmt: skip
+    with open_web_environment("sandbox", options) as web:
+        (search,) = web.tools(["web_search"])
+        hit = search.invoke({"query": "Strideon Cork Yoga Mat", "max_results": 2}, "run-s")
+        assert hit.ok and "rated 4.7/5" in hit.output
+        assert hit.output.count("\n   http://127.0.0.1:") == 2  # absolute sandbox URLs
+        lake = search.invoke({"query": "Varnholm Lake depth"}, "run-s")  # encyclopedia pages
+        assert lake.ok and "131 metres" in lake.output
+        nothing = search.invoke({"query": "zzqxv wqxzz"}, "run-s")
+        assert not nothing.ok and "no results" in nothing.error
+
+
+def test_check_run_on_the_live_web() -> None:
+    from mastif.runner import check_run
+
+    state_task, answer_task = TASKS["sb-shop-10"], TASKS["sb-shop-02"]
+    assert check_run(state_task, "added", None) == (
+        None,
+        "state check not decidable on the live web",
+    )
+    success, detail = check_run(answer_task, "It is rated 4.7 out of 5.", None)
+    assert success is True and detail
+    assert check_run(TASKS["sb-shop-02"].model_copy(update={"check": None}), "x", {}) == (
+        None,
+        None,
+    )
