@@ -85,7 +85,9 @@ def get_sandbox_files(wildcards):
         return []
     files = glob.glob("resources/sandbox/**/*", recursive=True)
     return sorted(
-        f for f in files if os.path.isfile(f) and not f.startswith("resources/sandbox/tasks/")
+        f
+        for f in files
+        if os.path.isfile(f) and not f.startswith("resources/sandbox/tasks/")
     )
 
 
