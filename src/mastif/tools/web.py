@@ -202,7 +202,8 @@ class _Navigation:
     taken from there, so an HTTP error page after a click is a failed action.
     """
 
-    #: how long an action gets to start a navigation before it counts as in-page only
+    #: how long a key press gets to start a navigation before it counts as in-page only
+    #: (Playwright's click already waits for a navigation it starts to begin)
     START_S = 0.15
 
     def __init__(self, page: Any) -> None:
@@ -231,9 +232,9 @@ class _Navigation:
         if self._main(response.request):
             self.status, self.url = response.status, response.url
 
-    async def settle(self, timeout_s: float) -> None:
+    async def settle(self, timeout_s: float, start_s: float = START_S) -> None:
         """Wait for a navigation the action started (if any); fail on an HTTP error page."""
-        await asyncio.sleep(self.START_S)
+        await asyncio.sleep(start_s)
         deadline = time.monotonic() + timeout_s
         while self.requested and self.status is None and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
@@ -304,7 +305,7 @@ def make_web_tools(web: WebAccess) -> list[Tool]:
                     raise ToolError(
                         f"could not {action} {target!r}: {str(exc).splitlines()[0]}"
                     ) from None
-                await nav.settle(timeout)
+                await nav.settle(timeout, 0.0)
             return await _snapshot(page, chars)
 
         return on_page(act)
