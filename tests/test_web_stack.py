@@ -167,3 +167,30 @@ def test_check_run_on_the_live_web() -> None:
         None,
         None,
     )
+
+
+def test_prompts_show_the_runs_current_page(tmp_path, fake_model_config):
+    """``{page}``: the interact prompt shows the start page before any browsing, and a later
+    prompt shows the page the run's tool calls left open (max_steps 2: observe after)."""
+    act = scripted({"sb-shop-10": MOUSE})
+
+    def respond(payload):  # acts in round 1 only
+        if "interaction round 2" in last_user_text(payload):
+            return {"content": "Nothing more to do."}
+        return act(payload)
+
+    with ScriptedChatServer(respond) as srv:
+        cfg = web_config(fake_model_config, srv.base_url, "standard", "langgraph")
+        cfg["generation"]["max_steps"] = 2
+        (trace,) = run_stack(cfg, tmp_path, ["sb-shop-10"])
+    assert trace.success is True
+    prompts = [last_user_text(r) for r in srv.requests]
+    observe = [p for p in prompts if "observation round" in p]
+    interact = [p for p in prompts if "interaction round 1" in p]
+    # before any tool call the page is the task's start page, listed with numbered elements
+    assert "URL: http://127.0.0.1:" in interact[0] and "/shop/\n" in interact[0]
+    assert re.search(r"\[\d+\] ", interact[0])
+    # in round 2 the observation shows the cart the click led to
+    assert "Page: Your cart" in observe[-1] or "Bytecraft Silent Mouse" in observe[-1]
+    # the view is the environment's observation, not a tool call of the agent
+    assert [c.name for c in trace.tool_calls] == [name for name, _ in MOUSE]

@@ -38,6 +38,7 @@ PROMPT_FIELDS = frozenset(
         "subtask",
         "max_subtasks",
         "start_url",
+        "page",
     }
 )
 

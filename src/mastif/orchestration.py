@@ -66,6 +66,7 @@ async def visit_node(
         node, ctx.task, ctx.recorder.node_outputs, step, ctx.plan.max_steps,
         tool_names_for(ctx, node), subtask=subtask, prompt_format=ctx.plan.prompt_format,
         max_subtasks=ctx.plan.max_subtasks, tool_calls=ctx.recorder.tool_calls,
+        page=await ctx.page_for(node),
     )  # fmt: skip
     text = await dispatch(node, step, prompt)
     ctx.recorder.node_output(node.name, step, node.spec.output_key, text)

@@ -148,6 +148,7 @@ async def _run_task(
         gateway_url=gateway.base_url_for(run_id, "x").rsplit("/x/v1", 1)[0],
         model_name=gateway.endpoint.model,
         mcp_url=protocol.mcp_url(run_id),
+        page_view=lambda: asyncio.to_thread(web.page_view, run_id),
     )
     started_at = datetime.now(UTC)
     gateway.begin_run(run_id)

@@ -31,7 +31,7 @@ from mastif.tools.base import current_run_id
 from mastif.tools.browser import BrowserOptions, BrowserService
 from mastif.tools.http import HttpFetcher
 from mastif.tools.netpolicy import UrlPolicy
-from mastif.tools.web import SearchHit, hits_from_json, make_web_tools
+from mastif.tools.web import SearchHit, hits_from_json, make_web_tools, snapshot_page
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +123,23 @@ class WebEnvironment:
         return [SearchHit(h.title, h.url, h.snippet) for h in hits]
 
     # ---------------------------------------------------------------- runs
+
+    def page_view(self, run_id: str) -> str:
+        """The run's browser page as the web tools list it (opening it at the task's start
+        page if the run has not browsed yet); a short note when there is no page to show."""
+        if not self.browser.has_page(run_id) and run_id not in self._starts:
+            return "(no page is open)"
+        chars = self.page_chars
+
+        async def view(page: Any) -> str:
+            if not page.url.startswith("http"):
+                return "(no page is open)"
+            return await snapshot_page(page, chars)
+
+        try:
+            return self.browser.call(run_id, view)
+        except Exception as exc:  # noqa: BLE001 - a page that cannot be read is shown as such
+            return f"(the page could not be read: {exc})"
 
     def end_run(self, run_id: str) -> dict[str, Any] | None:
         """Close the run's page; the run's sandbox state (``None`` on the live web)."""

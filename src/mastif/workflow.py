@@ -129,11 +129,13 @@ def render_prompt(
     prompt_format: str | None = None,
     max_subtasks: int = 3,
     tool_calls: Sequence[ToolCall] = (),
+    page: str | None = None,
 ) -> str:
     """Fill a node's template; placeholders were checked against PROMPT_FIELDS at load.
 
     ``subtask`` is the part of the task a hierarchical worker was given (the task itself
-    elsewhere). With ``prompt_format`` the prompt is wrapped in that protocol's message
+    elsewhere). ``page`` is the run's current browser page as a listing (the observation a
+    web agent acts on; see :meth:`mastif.frameworks.base.RunContext.page_for`). With ``prompt_format`` the prompt is wrapped in that protocol's message
     format (see :mod:`mastif.protocols.envelope`).
     """
     text = node.template.format(
@@ -148,6 +150,7 @@ def render_prompt(
         subtask=subtask if subtask is not None else task.confirmed_task,
         max_subtasks=max_subtasks,
         start_url=task.start_url or "(none given)",
+        page=page if page is not None else "(no page is open)",
     )
     if prompt_format:
         from mastif.protocols.envelope import wrap_prompt

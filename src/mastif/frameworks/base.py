@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -72,6 +72,9 @@ class RunContext:
     step: int = 0
     #: seconds this run's clients waited on A2A exchanges (client SDK, transport, server)
     a2a_wait_s: float = 0.0
+    #: the run's current browser page as a listing (the web environment's view), for
+    #: prompts with a ``{page}`` placeholder
+    page_view: Callable[[], Awaitable[str]] | None = None
     _delegated: set[asyncio.Future[str]] = field(default_factory=set, repr=False)
 
     def llm_base_url(self, node: str) -> str:
@@ -92,6 +95,17 @@ class RunContext:
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
+
+    async def page_for(self, node: PlannedNode) -> str | None:
+        """The page listing for ``node``'s prompt, or ``None`` when its template has no
+        ``{page}`` (so runs whose prompts never show the page never open one).
+
+        It is the environment's observation, like the page a Mind2Web agent is shown, not
+        a tool call of the agent's: it is not recorded as one.
+        """
+        if self.page_view is None or "{page}" not in node.template:
+            return None
+        return await self.page_view()
 
     def at(self, node: str, step: int) -> None:
         """Mark the node visit now in progress (adapters call this as a visit starts)."""

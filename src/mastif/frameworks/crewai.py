@@ -485,7 +485,7 @@ class CrewAIAdapter:
                 prompt = render_prompt(
                     node, ctx.task, ctx.recorder.node_outputs, step, plan.max_steps,
                     tool_names if use_tools else [], prompt_format=plan.prompt_format,
-                    tool_calls=ctx.recorder.tool_calls,
+                    tool_calls=ctx.recorder.tool_calls, page=await ctx.page_for(node),
                 )  # fmt: skip
                 text = await crew(node, step, prompt)
                 ctx.recorder.node_output(node.name, step, node.spec.output_key, text)

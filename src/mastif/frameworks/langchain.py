@@ -141,7 +141,7 @@ class LangChainAdapter:
             prompt = render_prompt(
                 node, ctx.task, outputs, step, plan.max_steps,
                 [t.name for t in tools] if use_tools else [], prompt_format=plan.prompt_format,
-                tool_calls=ctx.recorder.tool_calls,
+                tool_calls=ctx.recorder.tool_calls, page=await ctx.page_for(node),
             )  # fmt: skip
             text = await self.invoke(ctx, agents[node.name], node, step, prompt)
             outputs.append(ctx.recorder.node_output(node.name, step, node.spec.output_key, text))

@@ -153,6 +153,7 @@ class LangGraphAdapter:
                         [t.name for t in tools] if use_tools else [],
                         prompt_format=plan.prompt_format,
                         tool_calls=ctx.recorder.tool_calls,
+                        page=None if fixed_prompt else await ctx.page_for(node),
                     )  # fmt: skip
                     update = [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage(prompt)]
                     history = [HumanMessage(prompt)]

@@ -352,7 +352,7 @@ class SemanticKernelAdapter:
                 prompt = render_prompt(
                     node, ctx.task, outputs, step, plan.max_steps,
                     ctx.tool_names() if has_tools else [], prompt_format=plan.prompt_format,
-                    tool_calls=ctx.recorder.tool_calls,
+                    tool_calls=ctx.recorder.tool_calls, page=await ctx.page_for(node),
                 )  # fmt: skip
                 text = await self.ask(ctx, kernel, node, step, prompt)
                 outputs.append(

@@ -150,7 +150,8 @@ def format_snapshot(snap: dict[str, Any], text_chars: int) -> str:
     return "\n".join(lines)
 
 
-async def _snapshot(page: Any, text_chars: int) -> str:
+async def snapshot_page(page: Any, text_chars: int) -> str:
+    """The page as the browser tools list it (elements numbered for targeting)."""
     await page.wait_for_load_state("domcontentloaded")
     return format_snapshot(await page.evaluate(_SNAPSHOT_JS, MAX_LISTED), text_chars)
 
@@ -278,7 +279,7 @@ def make_web_tools(web: WebAccess) -> list[Tool]:
             if response is not None and response.status >= 400:
                 body = (await page.inner_text("body"))[:300].strip()
                 raise ToolError(f"HTTP {response.status} from {absolute}: {body}")
-            return await _snapshot(page, chars)
+            return await snapshot_page(page, chars)
 
         return web.browser.call(run_id, go)
 
@@ -306,7 +307,7 @@ def make_web_tools(web: WebAccess) -> list[Tool]:
                         f"could not {action} {target!r}: {str(exc).splitlines()[0]}"
                     ) from None
                 await nav.settle(timeout, 0.0)
-            return await _snapshot(page, chars)
+            return await snapshot_page(page, chars)
 
         return on_page(act)
 
@@ -330,7 +331,7 @@ def make_web_tools(web: WebAccess) -> list[Tool]:
                 except Exception as exc:  # noqa: BLE001 - e.g. an unknown key name
                     raise ToolError(f"keyboard input failed: {str(exc).splitlines()[0]}") from None
                 await nav.settle(timeout)
-            return await _snapshot(page, chars)
+            return await snapshot_page(page, chars)
 
         return on_page(press)
 
