@@ -149,6 +149,8 @@ def test_web_search_on_the_sandbox_finds_pages_and_fails_on_no_results() -> None
         assert hit.output.count("\n   http://127.0.0.1:") == 2  # absolute sandbox URLs
         lake = search.invoke({"query": "Varnholm Lake depth"}, "run-s")  # encyclopedia pages
         assert lake.ok and "131 metres" in lake.output
+        many = search.invoke({"query": "yoga", "max_results": 250}, "run-s")
+        assert many.ok and 1 <= many.output.count("\n   http://") <= 10  # capped, not refused
         nothing = search.invoke({"query": "zzqxv wqxzz"}, "run-s")
         assert not nothing.ok and "no results" in nothing.error
 
@@ -182,6 +184,11 @@ def test_prompts_show_the_runs_current_page(tmp_path, fake_model_config):
     with ScriptedChatServer(respond) as srv:
         cfg = web_config(fake_model_config, srv.base_url, "standard", "langgraph")
         cfg["generation"]["max_steps"] = 2
+        for node in cfg["workflow"]["nodes"]:  # the default prompts do not show the page
+            if node["name"] in ("observe", "interact"):
+                text = (REPO / node["prompt"]).read_text() + "\nPage now:\n{page}\n"
+                node["prompt"] = str(tmp_path / f"{node['name']}.md")
+                Path(node["prompt"]).write_text(text)
         (trace,) = run_stack(cfg, tmp_path, ["sb-shop-10"])
     assert trace.success is True
     prompts = [last_user_text(r) for r in srv.requests]

@@ -44,6 +44,8 @@ WEB_TOOL_NAMES = (
 
 #: how many links / fields / buttons a page listing shows
 MAX_LISTED = 40
+#: how many hits one web_search returns at most
+MAX_SEARCH_RESULTS = 10
 
 
 @dataclass(frozen=True)
@@ -257,7 +259,9 @@ def make_web_tools(web: WebAccess) -> list[Tool]:
         return web.browser.call(current_run_id(), action)
 
     def web_search(query: str, max_results: int = 5) -> str:
-        hits = web.search(query, max_results)
+        # a search page holds at most 10 hits, as a real engine's does: asking for more
+        # gets 10, not a failed call (small models write max_results 250)
+        hits = web.search(query, min(max_results, MAX_SEARCH_RESULTS))
         if not hits:
             raise ToolError(f"no results for {query!r}")
         return "\n".join(
@@ -381,7 +385,11 @@ def make_web_tools(web: WebAccess) -> list[Tool]:
             _schema(
                 {
                     "query": {"type": "string", "minLength": 1, "description": "what to look for"},
-                    "max_results": {"type": "integer", "minimum": 1, "maximum": 10},
+                    "max_results": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "description": "at most 10 are returned",
+                    },
                 },
                 ["query"],
             ),
