@@ -414,3 +414,43 @@ def test_success_and_judge_agreement_per_stack() -> None:
         1.0,
         None,
     )
+
+
+def test_cost_per_run_and_stack_from_the_price_table() -> None:
+    prices = {
+        "mA": {"input_per_mtok": 0.5, "output_per_mtok": 1.5},
+        "mB": {"input_per_mtok": 0.0, "output_per_mtok": 0.0},  # a local model, priced at 0
+        "mC": None,  # price unknown
+    }
+    table = run_metrics(RUNS, JUDGED, VALUES, prices=prices).sort("run_id")
+    # r1: 999 prompt tokens x $0.5/M + 100 completion tokens x $1.5/M
+    assert math.isclose(table["cost_usd"][0], (999 * 0.5 + 100 * 1.5) / 1e6)
+    assert table["cost_usd"].to_list()[3:] == [0.0, None]
+    stacks = stack_metrics(table)
+    a = _row(stacks, "model", "mA")
+    assert math.isclose(a["cost_usd_total"], (3 * 999 * 0.5 + 600 * 1.5) / 1e6)
+    assert math.isclose(a["cost_usd_mean"], a["cost_usd_total"] / 3)
+    assert _row(stacks, "model", "mB")["cost_usd_total"] == 0.0
+    c = _row(stacks, "model", "mC")
+    assert c["cost_usd_total"] is None and c["cost_usd_mean"] is None
+    # no price table at all: every cost is unknown, never 0
+    assert run_metrics(RUNS, JUDGED, VALUES)["cost_usd"].null_count() == RUNS.height
+
+
+def test_price_is_validated_and_does_not_shape_runs(base_config) -> None:
+    import copy
+
+    from mastif.config import ConfigError, parse_config
+    from mastif.runner import run_fingerprint
+    from mastif.workflow import plan_workflow
+
+    priced = copy.deepcopy(base_config)
+    priced["models"]["smollm2"]["price"] = {"input_per_mtok": 0.1, "output_per_mtok": 0.2}
+    cfg, cfg_priced = parse_config(base_config), parse_config(priced)
+    stack = cfg.stacks()[0]
+    plan = plan_workflow(cfg.workflow, cfg.generation)
+    assert run_fingerprint(cfg, stack, plan) == run_fingerprint(cfg_priced, stack, plan)
+    bad = copy.deepcopy(base_config)
+    bad["models"]["smollm2"]["price"] = {"input_per_mtok": -1, "output_per_mtok": 0}
+    with pytest.raises(ConfigError, match="models.smollm2.price.input_per_mtok"):
+        parse_config(bad)

@@ -60,11 +60,17 @@ class ModelOptions(_Frozen):
     startup_timeout_s: float
 
 
+class ModelPrice(_Frozen):
+    input_per_mtok: float
+    output_per_mtok: float
+
+
 class ModelSpec(_Frozen):
     provider: Literal["local", "openai_compatible"]
     model: str
     base_url: str | None = None
     api_key_env: str | None = None
+    price: ModelPrice | None = None
     options: ModelOptions
 
 

@@ -14,7 +14,7 @@ the stack table is built from exactly the formulas the paper states.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import polars as pl
@@ -49,6 +49,8 @@ RUN_METRICS_SCHEMA: dict[str, pl.DataType] = {
     "model_s": pl.Float64(),
     "success": pl.Boolean(),
     "judge_success": pl.Boolean(),
+    "prompt_tokens": pl.Int64(),
+    "cost_usd": pl.Float64(),
 }
 
 STACK_METRICS_SCHEMA: dict[str, pl.DataType] = {
@@ -85,6 +87,8 @@ STACK_METRICS_SCHEMA: dict[str, pl.DataType] = {
     "success_rate": pl.Float64(),
     "judge_accuracy": pl.Float64(),
     "judge_kappa": pl.Float64(),
+    "cost_usd_mean": pl.Float64(),
+    "cost_usd_total": pl.Float64(),
 }
 
 JUDGE_FAILED = "judge_failed"
@@ -208,6 +212,41 @@ def judge_agreement(
     return len(pairs), accuracy, float(cohen_kappa_score(truth, verdict))
 
 
+# --------------------------------------------------------------------------- cost
+# mastif's, not in the seed paper: what the agent model's tokens cost, from the config's
+# per-model price table (US dollars per million input / output tokens).
+
+
+def price_columns(
+    models: pl.Series, prices: Mapping[str, Mapping[str, float] | None] | None
+) -> tuple[pl.Series, pl.Series]:
+    """Per run: the model's input and output price per million tokens (null when unknown)."""
+    prices = prices or {}
+    known = {m: p for m, p in prices.items() if p is not None}
+    inp = [known[m]["input_per_mtok"] if m in known else None for m in models.to_list()]
+    out = [known[m]["output_per_mtok"] if m in known else None for m in models.to_list()]
+    return pl.Series("price_in", inp, dtype=pl.Float64), pl.Series(
+        "price_out", out, dtype=pl.Float64
+    )
+
+
+def run_cost(
+    prompt: str = "prompt_tokens",
+    completion: str = "V",
+    price_in: str = "price_in",
+    price_out: str = "price_out",
+) -> pl.Expr:
+    """Per run: (prompt tokens × input price + completion tokens × output price) / 10^6.
+
+    Tokens are the API's usage over all the run's LLM calls (the same completion tokens as
+    V, Eq. 3); null when the model has no price in the config.
+    """
+    return (
+        pl.col(prompt).cast(pl.Float64) * pl.col(price_in)
+        + pl.col(completion).cast(pl.Float64) * pl.col(price_out)
+    ) / 1e6
+
+
 def _std(col: str) -> pl.Expr:
     """Sample σ (ddof=1) of the non-null values; null when fewer than two (σ undefined)."""
     return pl.when(pl.col(col).count() >= 2).then(pl.col(col).cast(pl.Float64).std(ddof=1))
@@ -236,7 +275,12 @@ def _check_one_to_one(runs: pl.DataFrame, other: pl.DataFrame, name: str) -> Non
         raise ValueError(f"{len(extra)} run(s) in {name} but not in runs: {extra}")
 
 
-def run_metrics(runs: pl.DataFrame, judged: pl.DataFrame, values: pl.DataFrame) -> pl.DataFrame:
+def run_metrics(
+    runs: pl.DataFrame,
+    judged: pl.DataFrame,
+    values: pl.DataFrame,
+    prices: Mapping[str, Mapping[str, float] | None] | None = None,
+) -> pl.DataFrame:
     """One row per run with every per-run metric (``results/metrics/runs.parquet``).
 
     ``runs`` has the RUN_SCHEMA columns; ``judged`` and ``values`` must hold exactly the same
@@ -246,6 +290,8 @@ def run_metrics(runs: pl.DataFrame, judged: pl.DataFrame, values: pl.DataFrame) 
     The protocol cost columns (mastif's, not the paper's) are copied or derived from the
     run's server-side counters: protocol_messages, protocol_calls, protocol_kib
     (:func:`protocol_kib`), protocol_s (= protocol_seconds) and model_s (:func:`model_seconds`).
+    ``prices`` (model id -> ``{input_per_mtok, output_per_mtok}`` or None) gives cost_usd
+    (:func:`run_cost`).
     """
     _check_one_to_one(runs, judged, "judged")
     _check_one_to_one(runs, values, "values")
@@ -268,7 +314,9 @@ def run_metrics(runs: pl.DataFrame, judged: pl.DataFrame, values: pl.DataFrame) 
         pl.col("protocol_seconds").cast(pl.Float64).alias("protocol_s"),
         model_seconds().alias("model_s"),
         pl.col("success").cast(pl.Boolean),
+        pl.col("prompt_tokens").cast(pl.Int64),
     )
+    base = base.with_columns(*price_columns(base["model"], prices))
     scores = judged.select(
         "run_id",
         "judge_status",
@@ -290,6 +338,7 @@ def run_metrics(runs: pl.DataFrame, judged: pl.DataFrame, values: pl.DataFrame) 
             .cast(pl.Float64)
             .alias("TUSR"),
             judge_success().alias("judge_success"),
+            run_cost().alias("cost_usd"),
         )
     )
     return table.select(pl.col(c).cast(t) for c, t in RUN_METRICS_SCHEMA.items())
@@ -394,6 +443,11 @@ def stack_metrics(run_table: pl.DataFrame) -> pl.DataFrame:
             ),
             pl.col("model_s").mean().alias("model_s"),
             protocol_share().alias("protocol_share"),
+            pl.col("cost_usd").mean().alias("cost_usd_mean"),
+            # null, not 0, when no run of the stack has a price
+            pl.when(pl.col("cost_usd").count() > 0)
+            .then(pl.col("cost_usd").sum())
+            .alias("cost_usd_total"),
         )
         .sort(*STACK_KEYS)
     )

@@ -58,7 +58,8 @@ def run_fingerprint(config: ExperimentConfig, stack: Stack, plan: WorkflowPlan) 
         "workflow": [n.spec.model_dump() for n in plan.nodes],
         "shape": [plan.shape, plan.max_subtasks],
         "prompt_format": plan.prompt_format,
-        "model": model.model_dump(),
+        # the price only prices a run afterwards (metrics), it does not shape it
+        "model": model.model_dump(exclude={"price"}),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 

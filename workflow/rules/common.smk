@@ -97,7 +97,13 @@ def get_prompt_files(wildcards):
 
 
 def get_model_spec(wildcards):
-    return config["models"][wildcards.model]
+    """What shapes a stack's runs; the price only prices them (a metrics param)."""
+    return {k: v for k, v in config["models"][wildcards.model].items() if k != "price"}
+
+
+def get_model_prices():
+    """Model id -> price per million tokens (or None), for the cost columns."""
+    return {mid: spec.get("price") for mid, spec in config["models"].items()}
 
 
 def get_judge_model_spec():

@@ -8,6 +8,8 @@ rule aggregate_metrics:
         stacks="results/metrics/stacks.parquet",
     log:
         "logs/aggregate_metrics/aggregate_metrics.log",
+    params:
+        prices=get_model_prices(),
     conda:
         "../envs/mastif.yaml"
     script:
