@@ -8,9 +8,9 @@ rule aggregate_metrics:
         stacks="results/metrics/stacks.parquet",
     log:
         "logs/aggregate_metrics/aggregate_metrics.log",
-    params:
-        prices=get_model_prices(),
     conda:
         "../envs/mastif.yaml"
+    params:
+        prices=get_model_prices(),
     script:
         "../scripts/aggregate_metrics.py"
