@@ -11,9 +11,10 @@ from collections.abc import Iterator
 import pytest
 
 from mastif.config import WebOptions
+from mastif.sandbox import SandboxServer
 from mastif.tools import Tool, ToolResult
 from mastif.webenv import WebEnvironment
-from tests.webfixture import ThreadedServer, build_fixture_app
+from tests.webfixture import build_fixture_app
 
 
 def _options(**over: object) -> WebOptions:
@@ -30,13 +31,13 @@ def _options(**over: object) -> WebOptions:
 
 
 @pytest.fixture(scope="module")
-def site() -> Iterator[ThreadedServer]:
-    with ThreadedServer(build_fixture_app()) as server:
+def site() -> Iterator[SandboxServer]:
+    with SandboxServer(app=build_fixture_app()) as server:
         yield server
 
 
 @pytest.fixture(scope="module")
-def web(site: ThreadedServer) -> Iterator[WebEnvironment]:
+def web(site: SandboxServer) -> Iterator[WebEnvironment]:
     env = WebEnvironment("live", _options(allowed_hosts=(site.host_port,)), None)
     yield env
     env.close()

@@ -1,21 +1,20 @@
 """A small site on loopback for the web tools' tests: links, a form, per-cookie state,
-errors and a redirect to a private address. Served by uvicorn on a thread of its own."""
+errors and a redirect to a private address. Served like the sandbox, by
+:class:`mastif.sandbox.SandboxServer` (uvicorn on a thread of its own)."""
 
 from __future__ import annotations
 
 import asyncio
 import html
 import itertools
-import threading
-import time
 from collections import Counter
-from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
+
+from mastif.sandbox.store import SessionStore
 
 COOKIE = "mastif_session"
 
@@ -85,7 +84,7 @@ def build_fixture_app() -> Starlette:
         await asyncio.sleep(3)
         return _page("Slow", "<p>late</p>")
 
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/", home),
             Route("/form", form),
@@ -98,29 +97,5 @@ def build_fixture_app() -> Starlette:
             Route("/slow", slow),
         ]
     )
-
-
-class ThreadedServer:
-    """uvicorn serving ``app`` on 127.0.0.1 (ephemeral port) from a background thread."""
-
-    def __init__(self, app: Any) -> None:
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
-        self.server = uvicorn.Server(config)
-        self.server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> ThreadedServer:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("fixture server did not start")
-            time.sleep(0.02)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.host_port = f"127.0.0.1:{port}"
-        self.base_url = f"http://{self.host_port}"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
+    app.state.store = SessionStore()  # SandboxServer serves any app that carries one
+    return app
