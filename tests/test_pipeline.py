@@ -96,9 +96,13 @@ def test_end_to_end_on_the_bundled_model(pipeline_copy):
     assert run["final_answer"] == run["node_outputs"][-1]["text"]
     assert run["max_tokens"] == 48 and run["temperature"] == 0.7
     assert (
-        (pipeline_copy / "logs/execute_stack/smollm2/standard/langgraph.server.log").stat().st_size
+        (pipeline_copy / "logs/execute_stack/smollm2/standard/langgraph/1-of-1.server.log")
+        .stat()
+        .st_size
     )
-    assert not (pipeline_copy / "results/checkpoints/smollm2/standard/langgraph.jsonl").exists()
+    assert not (
+        pipeline_copy / "results/checkpoints/smollm2/standard/langgraph/1-of-1.jsonl"
+    ).exists()
     assert llama_servers_under(pipeline_copy) == []
 
     results = pipeline_copy / "results"

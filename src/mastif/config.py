@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import os
 import re
 import string
 from collections.abc import Mapping
@@ -43,6 +44,18 @@ PROMPT_FIELDS = frozenset(
 )
 
 
+#: openai_compatible presets: what ``preset`` fills in when the config leaves it out
+PROVIDER_PRESETS: dict[str, dict[str, str | None]] = {
+    "openai": {"base_url": "https://api.openai.com/v1", "api_key_env": "OPENAI_API_KEY"},
+    # Hugging Face's OpenAI-compatible router to its inference providers
+    "hf_router": {"base_url": "https://router.huggingface.co/v1", "api_key_env": "HF_TOKEN"},
+    # Anthropic's OpenAI SDK compatibility endpoint
+    "anthropic": {"base_url": "https://api.anthropic.com/v1", "api_key_env": "ANTHROPIC_API_KEY"},
+    "ollama": {"base_url": "http://127.0.0.1:11434/v1", "api_key_env": None},
+    "vllm": {"base_url": "http://127.0.0.1:8000/v1", "api_key_env": None},
+}
+
+
 class ConfigError(ValueError):
     """The experiment config is invalid; the message names the offending key."""
 
@@ -57,6 +70,7 @@ class ModelOptions(_Frozen):
     n_threads: int | None = None
     prompt_cache_mib: int
     max_connections: int
+    request_timeout_s: float
     startup_timeout_s: float
 
 
@@ -68,6 +82,7 @@ class ModelPrice(_Frozen):
 class ModelSpec(_Frozen):
     provider: Literal["local", "openai_compatible"]
     model: str
+    preset: str | None = None
     base_url: str | None = None
     api_key_env: str | None = None
     price: ModelPrice | None = None
@@ -142,8 +157,12 @@ class WebOptions(_Frozen):
 
 
 class ExecutionSpec(_Frozen):
-    concurrency: int
+    concurrency: int | None
     provider_retries: int
+    shards: int
+    job_retries: int
+    response_cache: str | None
+    progress: bool
 
 
 class ExperimentConfig(_Frozen):
@@ -162,12 +181,26 @@ class ExperimentConfig(_Frozen):
     workflow: WorkflowSpec
     values: ValuesSpec
     stats: StatsSpec
+    repeats: int
     execution: ExecutionSpec
 
     def prompt_format_for(self, protocol: str) -> str | None:
         """The protocol whose message format wraps prompts in this stack, if the flag is on."""
         opts = self.protocol_options.get(protocol)
         return protocol if opts is not None and opts.prompt_format else None
+
+    def concurrency_for(self, model_id: str) -> int:
+        """Runs in flight at once in a job of ``model_id``'s stacks."""
+        return self.execution.concurrency or self.models[model_id].options.max_connections
+
+    def models_in_use(self) -> list[str]:
+        """The agent models and the judge, in order, once each."""
+        return list(dict.fromkeys([*self.agent_models, self.judge.model]))
+
+    def required_envvars(self) -> list[str]:
+        """Environment variables (API keys) the models in use read; names only."""
+        names = (self.models[m].api_key_env for m in self.models_in_use())
+        return sorted({n for n in names if n})
 
     def stacks(self) -> list[Stack]:
         """The full factorial grid, in a stable order."""
@@ -253,8 +286,12 @@ def _check_references(data: dict[str, Any], base_dir: Path) -> None:
     ):
         raise ConfigError(f"values.corpus: file not found: {resolve_path(corpus, base_dir)}")
     for mid, spec in models.items():
+        apply_preset(mid, spec)
         if spec["provider"] == "openai_compatible" and not spec.get("base_url"):
-            raise ConfigError(f"models.{mid}.base_url: required for provider openai_compatible")
+            raise ConfigError(
+                f"models.{mid}.base_url: required for provider openai_compatible "
+                f"(or set a preset: {sorted(PROVIDER_PRESETS)})"
+            )
     if data["tasks"]["source"] == "jsonl" and not data["tasks"]["path"]:
         raise ConfigError("tasks.path: required when tasks.source is jsonl")
     workflow = data["workflow"]
@@ -290,6 +327,27 @@ def _check_references(data: dict[str, Any], base_dir: Path) -> None:
                 f"{key}.prompt: unknown placeholder(s) {sorted(unknown)} in {prompt_path}; "
                 f"allowed: {sorted(PROMPT_FIELDS)}"
             )
+
+
+def apply_preset(model_id: str, spec: dict[str, Any]) -> None:
+    """Fill ``base_url``/``api_key_env`` of an ``openai_compatible`` model from its preset,
+    where the config does not give them."""
+    preset = spec.get("preset")
+    if preset is None:
+        return
+    if spec["provider"] != "openai_compatible":
+        raise ConfigError(
+            f"models.{model_id}.preset: only for provider openai_compatible, "
+            f"not {spec['provider']}"
+        )
+    for key, value in PROVIDER_PRESETS[preset].items():
+        if value is not None:
+            spec.setdefault(key, value)
+
+
+def missing_envvars(config: ExperimentConfig) -> list[str]:
+    """The API-key variables the config needs that are unset or empty here."""
+    return [name for name in config.required_envvars() if not os.environ.get(name)]
 
 
 def prompt_placeholders(template: str) -> set[str]:

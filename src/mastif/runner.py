@@ -20,12 +20,15 @@ import signal
 import sys
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
+from tqdm import tqdm
 
 from mastif.config import ExperimentConfig, Stack
 from mastif.frameworks import FrameworkAdapter, RunContext, RunRecorder, get_framework
@@ -38,6 +41,7 @@ from mastif.orchestration import (
 )
 from mastif.protocols import StackProtocol, open_protocol
 from mastif.providers import Gateway, open_endpoint
+from mastif.providers.cache import ResponseCache
 from mastif.tasks import Task
 from mastif.trace import RunTrace
 from mastif.webenv import WebEnvironment, open_web_environment
@@ -64,9 +68,38 @@ def run_fingerprint(config: ExperimentConfig, stack: Stack, plan: WorkflowPlan) 
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
-def make_run_id(stack: Stack, task_id: str, fingerprint: str) -> str:
-    key = f"{stack.path}|{task_id}|{fingerprint}"
+def make_run_id(stack: Stack, task_id: str, fingerprint: str, repeat: int = 0) -> str:
+    """A run's identity: stack, task, repeat and the hash of all that shapes the run.
+
+    Repeat 0 keeps the key it had before repeats existed, so older checkpoints still count.
+    """
+    key = f"{stack.path}|{task_id}|{fingerprint}" + (f"|{repeat}" if repeat else "")
     return hashlib.sha256(key.encode()).hexdigest()[:20]
+
+
+@dataclass(frozen=True)
+class RunUnit:
+    """One run to do: a task, its repeat number and its id."""
+
+    task: Task
+    repeat: int
+    run_id: str
+
+
+def plan_runs(
+    stack: Stack, tasks: list[Task], repeats: int, fingerprint: str, shard: tuple[int, int]
+) -> list[RunUnit]:
+    """The runs of shard ``k`` of ``n`` (1-based): every n-th of the stack's runs in
+    (repeat, task) order, so every shard gets a share of every repeat."""
+    k, n = shard
+    if not 1 <= k <= n:
+        raise ValueError(f"shard {k} of {n}: need 1 <= k <= n")
+    units = [
+        RunUnit(t, r, make_run_id(stack, t.task_id, fingerprint, r))
+        for r in range(repeats)
+        for t in tasks
+    ]
+    return units[k - 1 :: n]
 
 
 def classify_error(exc: BaseException) -> tuple[str, str]:
@@ -93,31 +126,44 @@ class DelegatedWorkFailed(RuntimeError):
 
 
 class Checkpoint:
-    """Append-only JSONL of finished runs; survives a killed job."""
+    """Append-only JSONL of finished runs, one file per shard job; survives a killed job.
+
+    It lives outside Snakemake's declared outputs, so a killed or failed job keeps it.
+    :meth:`load` reads every ``*.jsonl`` beside ``path`` (the stack's other shards, also
+    under an earlier shard count), so a finished run is found wherever it was written.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
 
     def load(self) -> dict[str, RunTrace]:
         done: dict[str, RunTrace] = {}
-        if not self.path.exists():
+        if not self.path.parent.is_dir():
             return done
-        with self.path.open() as fh:
-            for line in fh:
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    trace = RunTrace.from_json(line)
-                except (json.JSONDecodeError, TypeError, KeyError):
-                    continue  # a torn last line from a kill mid-write: that run is redone
-                done[trace.run_id] = trace
+        for path in sorted(self.path.parent.glob("*.jsonl")):
+            with path.open() as fh:
+                for line in fh:
+                    line = line.strip()
+                    if not line:
+                        continue
+                    try:
+                        trace = RunTrace.from_json(line)
+                    except (json.JSONDecodeError, TypeError, KeyError, ValueError):
+                        continue  # a torn last line from a kill mid-write: that run is redone
+                    done[trace.run_id] = trace
         return done
 
     def append(self, trace: RunTrace) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a") as fh:
-            fh.write(trace.to_json() + "\n")
+        with self.path.open("ab+") as fh:
+            # a kill mid-write leaves a line without its newline: end it, so the next
+            # record is not glued to it (the torn line is skipped on load)
+            fh.seek(0, os.SEEK_END)
+            if fh.tell() > 0:
+                fh.seek(-1, os.SEEK_END)
+                if fh.read(1) != b"\n":
+                    fh.write(b"\n")
+            fh.write(trace.to_json().encode() + b"\n")
             fh.flush()
             os.fsync(fh.fileno())
 
@@ -128,16 +174,17 @@ class Checkpoint:
 async def _run_task(
     config: ExperimentConfig,
     stack: Stack,
-    task: Task,
-    run_id: str,
+    unit: RunUnit,
     plan: WorkflowPlan,
     gateway: Gateway,
     protocol: StackProtocol,
     framework: FrameworkAdapter,
     web: WebEnvironment,
 ) -> RunTrace:
+    task, run_id = unit.task, unit.run_id
     recorder = RunRecorder()
-    gen = config.generation
+    # each repeat is its own sample: the seed moves with the repeat
+    gen = config.generation.model_copy(update={"seed": config.generation.seed + unit.repeat})
     ctx = RunContext(
         run_id=run_id,
         # the start page as this run's absolute URL (sandbox paths resolved)
@@ -206,6 +253,7 @@ async def _run_task(
         max_tool_rounds=gen.max_tool_rounds,
         generation_seed=gen.seed,
         sampling_seed=config.tasks.seed,
+        repeat=unit.repeat,
         prompt_hashes=json.dumps(plan.prompt_hashes(), sort_keys=True),
         workflow_shape=plan.shape,
         prompt_format=plan.prompt_format is not None,
@@ -247,15 +295,53 @@ def _needs_state(check: dict[str, Any]) -> bool:
     return any(_needs_state(c) for c in check.get("checks", []))
 
 
+class Progress:
+    """done/total, failures and ETA of a stack job on stderr (tqdm), plus a log line per run."""
+
+    def __init__(self, total: int, done: int, label: str, enabled: bool) -> None:
+        self.failures = 0
+        self.bar = tqdm(
+            total=total,
+            initial=done,
+            desc=label,
+            unit="run",
+            disable=not enabled,
+            file=sys.stderr,
+            mininterval=1.0,
+            dynamic_ncols=True,
+        )
+
+    def finished(self, trace: RunTrace) -> None:
+        if trace.status != "ok":
+            self.failures += 1
+            self.bar.set_postfix(failed=self.failures, refresh=False)
+        self.bar.update(1)
+        log.info(
+            "run %s task=%s repeat=%d status=%s %.1fs tokens=%d+%d tools=%d success=%s",
+            trace.run_id, trace.task_id, trace.repeat, trace.status, trace.wall_seconds,
+            trace.prompt_tokens, trace.completion_tokens, len(trace.tool_calls), trace.success,
+        )  # fmt: skip
+
+    def close(self) -> None:
+        self.bar.close()
+
+
 async def _run_all(
     config: ExperimentConfig,
     stack: Stack,
-    todo: list[tuple[Task, str]],
+    todo: list[RunUnit],
     plan: WorkflowPlan,
     gateway: Gateway,
     checkpoint: Checkpoint,
+    progress: Progress,
 ) -> list[RunTrace]:
-    semaphore = asyncio.Semaphore(config.execution.concurrency)
+    concurrency = config.concurrency_for(stack.model)
+    semaphore = asyncio.Semaphore(concurrency)
+    # tools and sandbox calls run in worker threads: enough of them for every run in flight
+    # (asyncio's default pool has cores + 4)
+    asyncio.get_running_loop().set_default_executor(
+        ThreadPoolExecutor(max_workers=max(8, 2 * concurrency), thread_name_prefix="mastif-io")
+    )
     results: list[RunTrace] = []
     framework = get_framework(stack.framework)
 
@@ -280,24 +366,23 @@ async def _run_all(
     agents = a2a_agent_specs(plan) if stack.protocol == "a2a" else []
     # the web first: the protocol's tool servers serve tools bound to it
     with open_web_environment(config.web, config.web_options) as web:
+        if web.sandbox is not None:
+            # the sandbox's loopback port differs per job: keep it out of cached answers
+            origin = web.sandbox.base_url.split("://", 1)[-1]
+            gateway.volatile[origin] = "sandbox.mastif.invalid"
         tools = web.tools(list(config.tools))
         async with open_protocol(stack.protocol, tools, agents, agent_work) as protocol:
 
-            async def one(task: Task, run_id: str) -> None:
+            async def one(unit: RunUnit) -> None:
                 async with semaphore:
                     trace = await _run_task(
-                        config, stack, task, run_id, plan, gateway, protocol, framework, web
+                        config, stack, unit, plan, gateway, protocol, framework, web
                     )
                 checkpoint.append(trace)
                 results.append(trace)
-                log.info(
-                    "run %s task=%s status=%s %.1fs tokens=%d+%d tools=%d success=%s",
-                    run_id, task.task_id, trace.status, trace.wall_seconds,
-                    trace.prompt_tokens, trace.completion_tokens, len(trace.tool_calls),
-                    trace.success,
-                )  # fmt: skip
+                progress.finished(trace)
 
-            await asyncio.gather(*(one(t, rid) for t, rid in todo))
+            await asyncio.gather(*(one(u) for u in todo))
     return results
 
 
@@ -308,25 +393,70 @@ def execute_stack(
     checkpoint_path: Path,
     server_log: Path,
     base_dir: Path | None = None,
+    shard: tuple[int, int] = (1, 1),
 ) -> list[RunTrace]:
-    """Run ``stack`` on every task; return one trace per task in task order."""
+    """Run ``stack``'s share ``shard`` (k of n) of its runs (every task ``config.repeats``
+    times); return one trace per run, in (repeat, task) order.
+
+    Runs already in the stack's checkpoints (a killed or failed earlier job) are not redone.
+    """
     tasks = list(tasks)
     plan = plan_workflow(
         config.workflow, config.generation, base_dir, config.prompt_format_for(stack.protocol)
     )
     fingerprint = run_fingerprint(config, stack, plan)
-    ids = {t.task_id: make_run_id(stack, t.task_id, fingerprint) for t in tasks}
+    units = plan_runs(stack, tasks, config.repeats, fingerprint, shard)
+    wanted = {u.run_id for u in units}
     checkpoint = Checkpoint(checkpoint_path)
-    done = {rid: tr for rid, tr in checkpoint.load().items() if rid in set(ids.values())}
-    todo = [(t, ids[t.task_id]) for t in tasks if ids[t.task_id] not in done]
-    log.info("stack %s: %d tasks, %d already done", stack.path, len(tasks), len(done))
+    done = {rid: tr for rid, tr in checkpoint.load().items() if rid in wanted}
+    todo = [u for u in units if u.run_id not in done]
+    log.info(
+        "stack %s shard %d/%d: %d runs, %d already done",
+        stack.path, shard[0], shard[1], len(units), len(done),
+    )  # fmt: skip
     if todo:
         spec = config.models[stack.model]
-        with open_endpoint(stack.model, spec, server_log) as endpoint:
-            with Gateway(endpoint, retries=config.execution.provider_retries) as gateway:
-                for trace in asyncio.run(_run_all(config, stack, todo, plan, gateway, checkpoint)):
-                    done[trace.run_id] = trace
-    return [done[ids[t.task_id]] for t in tasks]
+        cache = response_cache(config)
+        progress = Progress(
+            len(units), len(done), f"{stack.path} {shard[0]}/{shard[1]}", config.execution.progress
+        )
+        try:
+            with open_endpoint(stack.model, spec, server_log) as endpoint:
+                with Gateway(
+                    endpoint,
+                    retries=config.execution.provider_retries,
+                    request_timeout_s=spec.options.request_timeout_s,
+                    cache=cache,
+                ) as gateway:
+                    traces = asyncio.run(
+                        _run_all(config, stack, todo, plan, gateway, checkpoint, progress)
+                    )
+                    log.info(
+                        "stack %s: %d upstream requests; cache %s; 429s %d (limit fell to %s)",
+                        stack.path, gateway.upstream_requests,
+                        f"{cache.hits} hits / {cache.misses} misses" if cache else "off",
+                        gateway.limit.throttles if gateway.limit else 0,
+                        gateway.limit.lowest if gateway.limit else "-",
+                    )  # fmt: skip
+        finally:
+            progress.close()
+        for trace in traces:
+            done[trace.run_id] = trace
+    return [done[u.run_id] for u in units]
+
+
+def response_cache(config: ExperimentConfig) -> ResponseCache | None:
+    """The configured response cache, or None when it is off."""
+    path = config.execution.response_cache
+    return ResponseCache(path) if path else None
+
+
+def parse_scatteritem(item: str) -> tuple[int, int]:
+    """Snakemake's scatteritem ``"k-of-n"`` -> ``(k, n)``."""
+    k, sep, n = item.partition("-of-")
+    if not sep or not k.isdigit() or not n.isdigit():
+        raise ValueError(f"not a scatteritem: {item!r} (expected 'k-of-n')")
+    return int(k), int(n)
 
 
 def setup_model_job(log_path: str | Path) -> None:

@@ -47,6 +47,8 @@ class LLMCall:
     http_status: int
     error: str | None
     attempts: int
+    # answered from the response cache: no model call was made, latency is the lookup's
+    cached: bool = False
 
 
 @dataclass
@@ -79,8 +81,9 @@ class RunTrace:
     max_tokens: int = 0
     max_steps: int = 0
     max_tool_rounds: int = 0
-    generation_seed: int = 0
+    generation_seed: int = 0  # the seed this run's requests carried (config seed + repeat)
     sampling_seed: int = 0
+    repeat: int = 0  # 0 .. repeats-1: the how-manieth run of this task in this stack
     prompt_hashes: str = "{}"  # JSON: node name -> sha256 of its prompt file
     workflow_shape: str = "linear"
     prompt_format: bool = False  # node prompts wrapped in the protocol's message format
@@ -148,6 +151,7 @@ LLM_CALL_TYPE = pa.struct(
         ("http_status", pa.int32()),
         ("error", pa.string()),
         ("attempts", pa.int32()),
+        ("cached", pa.bool_()),
     ]
 )
 
@@ -183,6 +187,7 @@ RUN_SCHEMA = pa.schema(
         ("max_tool_rounds", pa.int64()),
         ("generation_seed", pa.int64()),
         ("sampling_seed", pa.int64()),
+        ("repeat", pa.int64()),
         ("prompt_hashes", pa.string()),
         ("workflow_shape", pa.string()),
         ("prompt_format", pa.bool_()),
@@ -204,3 +209,15 @@ def runs_to_table(runs: list[RunTrace]) -> pa.Table:
     """Runs as an Arrow table with the fixed :data:`RUN_SCHEMA` (also when empty)."""
     rows = [r.to_row() for r in runs]
     return pa.Table.from_pylist(rows, schema=RUN_SCHEMA)
+
+
+def gather_runs(paths: list[str]) -> pa.Table:
+    """The shards of one stack's runs as one table; a run in two shards is an error."""
+    import pyarrow.parquet as pq
+
+    table = pa.concat_tables([pq.read_table(p).cast(RUN_SCHEMA) for p in paths])
+    ids = table.column("run_id").to_pylist()
+    if len(set(ids)) != len(ids):
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        raise ValueError(f"run(s) {dupes[:5]} appear in more than one shard of {paths}")
+    return table

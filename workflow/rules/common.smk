@@ -15,6 +15,14 @@ except ConfigError as exc:
     raise ValueError(str(exc)) from None
 
 STACKS = EXPERIMENT.stacks()
+
+
+# API keys are read from the environment in code, never passed as params; declaring them
+# makes Snakemake stop before any job when one is unset, and pass them on to cluster jobs.
+envvars:
+    *EXPERIMENT.required_envvars(),
+
+
 METRICS = ["TCR", "TU", "TA", "CT", "V", "TUSR", "IVS"]
 TABLES = [
     "table2_task_completion",

@@ -1,25 +1,49 @@
+# Each stack's runs are split into execution.shards jobs (scattergather); each shard job
+# opens its own model endpoint and checkpoints every finished run outside the declared
+# outputs, so a killed or retried job resumes where it stopped.
+scattergather:
+    execute=config["execution"]["shards"],
+
+
 rule execute_stack:
     input:
         tasks="results/tasks.parquet",
         prompts=get_prompt_files,
         sandbox=get_sandbox_files,
     output:
-        runs="results/runs/{model}/{protocol}/{framework}.parquet",
+        runs="results/shards/{model}/{protocol}/{framework}/{scatteritem}.parquet",
     log:
-        run="logs/execute_stack/{model}/{protocol}/{framework}.log",
-        server="logs/execute_stack/{model}/{protocol}/{framework}.server.log",
+        run="logs/execute_stack/{model}/{protocol}/{framework}/{scatteritem}.log",
+        server="logs/execute_stack/{model}/{protocol}/{framework}/{scatteritem}.server.log",
     conda:
         "../envs/mastif.yaml"
+    retries: config["execution"]["job_retries"]
     resources:
         llm_calls=1,
     params:
         model_spec=get_model_spec,
         generation=config["generation"],
+        repeats=config["repeats"],
         tools=config["tools"],
         web=config["web"],
         web_options=config["web_options"],
         workflow=config["workflow"],
-        execution=config["execution"],
-        checkpoint="results/checkpoints/{model}/{protocol}/{framework}.jsonl",
+        checkpoint="results/checkpoints/{model}/{protocol}/{framework}/{scatteritem}.jsonl",
     script:
         "../scripts/execute_stack.py"
+
+
+rule gather_runs:
+    input:
+        shards=gather.execute(
+            "results/shards/{{model}}/{{protocol}}/{{framework}}/{scatteritem}.parquet"
+        ),
+    output:
+        runs="results/runs/{model}/{protocol}/{framework}.parquet",
+    log:
+        "logs/gather_runs/{model}/{protocol}/{framework}.log",
+    localrule: True
+    conda:
+        "../envs/mastif.yaml"
+    script:
+        "../scripts/gather_runs.py"

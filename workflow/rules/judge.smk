@@ -10,6 +10,7 @@ rule judge_runs:
         server="logs/judge_runs/{model}/{protocol}/{framework}.server.log",
     conda:
         "../envs/mastif.yaml"
+    retries: config["execution"]["job_retries"]
     resources:
         llm_calls=1,
     params:

@@ -1,4 +1,4 @@
-"""Bridge: run one stack over the sampled tasks (see mastif.runner.execute_stack)."""
+"""Bridge: run one shard of one stack over the sampled tasks (see mastif.runner.execute_stack)."""
 
 import os
 from pathlib import Path
@@ -7,7 +7,7 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from mastif.config import Stack, parse_config
-from mastif.runner import execute_stack, setup_model_job
+from mastif.runner import execute_stack, parse_scatteritem, setup_model_job
 from mastif.tasks import tasks_from_frame
 from mastif.trace import runs_to_table
 
@@ -27,7 +27,8 @@ traces = execute_stack(
     checkpoint_path=Path(snakemake.params.checkpoint),
     server_log=Path(snakemake.log.server),
     base_dir=Path.cwd(),
+    shard=parse_scatteritem(w.scatteritem),
 )
 pq.write_table(runs_to_table(traces), snakemake.output.runs)
-# the Parquet now holds every run; the checkpoint only served an interrupted job
+# the Parquet now holds this shard's runs; the checkpoint only served an interrupted job
 Path(snakemake.params.checkpoint).unlink(missing_ok=True)

@@ -7,7 +7,7 @@ import polars as pl
 from mastif.config import parse_config
 from mastif.judge import JudgeSettings, judge_runs
 from mastif.providers import Gateway, open_endpoint
-from mastif.runner import setup_model_job
+from mastif.runner import response_cache, setup_model_job
 
 setup_model_job(snakemake.log.run)
 
@@ -18,6 +18,11 @@ runs = pl.read_parquet(snakemake.input.runs)
 tasks = pl.read_parquet(snakemake.input.tasks)
 spec = config.models[p.judge_model]
 with open_endpoint(p.judge_model, spec, Path(snakemake.log.server)) as endpoint:
-    with Gateway(endpoint, retries=config.execution.provider_retries) as gateway:
+    with Gateway(
+        endpoint,
+        retries=config.execution.provider_retries,
+        request_timeout_s=spec.options.request_timeout_s,
+        cache=response_cache(config),
+    ) as gateway:
         judged = judge_runs(runs, tasks, Path(snakemake.input.rubric), gateway, settings)
 judged.write_parquet(snakemake.output.judged)

@@ -7,9 +7,13 @@ Every framework is pointed at ``{gateway}/r/{run_id}/{node}/v1``. The gateway
   identically for every framework,
 * normalises server quirks (llama.cpp answers 500 to an assistant message that carries
   ``tool_calls`` with ``content`` null or absent; frameworks send exactly that),
-* retries upstream connection errors and 5xx answers with tenacity, then passes the
+* retries upstream 429s, 5xx answers, timeouts and dropped connections with tenacity
+  (exponential backoff with jitter; a 429's ``Retry-After`` is honoured), then passes the
   failure on so the run records a classified error,
-* limits concurrent upstream requests per endpoint.
+* limits concurrent upstream requests per endpoint, adaptively: the limit halves on a 429
+  (and all requests pause for its ``Retry-After``), then grows back by one after as many
+  successes in a row as the limit (AIMD),
+* answers from the opt-in response cache when the same request was answered before.
 
 It runs uvicorn in a daemon thread with its own event loop, so a framework that blocks its
 own thread cannot starve it.
@@ -18,6 +22,7 @@ own thread cannot starve it.
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import json
 import threading
 import time
@@ -32,23 +37,97 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from tenacity import (
-    AsyncRetrying,
-    retry_if_exception_type,
-    stop_after_attempt,
-    wait_exponential,
-)
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential_jitter
 
+from mastif.providers.cache import ResponseCache
 from mastif.providers.endpoint import Endpoint
 from mastif.providers.local import free_port
 from mastif.trace import LLMCall
 
+#: a 429's Retry-After longer than this is capped (a run has its own total timeout)
+MAX_RETRY_AFTER_S = 120.0
+#: 429s a request may meet beyond ``retries``: rate limits are expected in big grids and
+#: are waited out, errors are not
+THROTTLE_RETRIES = 8
+RETRY_STATUSES = frozenset({408, 409, 425, 429})
+
 
 class UpstreamError(Exception):
-    def __init__(self, status: int, body: bytes) -> None:
+    def __init__(self, status: int, body: bytes, retry_after_s: float | None = None) -> None:
         super().__init__(f"upstream answered {status}")
         self.status = status
         self.body = body
+        self.retry_after_s = retry_after_s
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+class AdaptiveLimit:
+    """At most ``limit`` requests in flight, ``1 <= limit <= ceiling``; AIMD on 429s.
+
+    A 429 halves the limit and pauses every new request until its ``Retry-After`` has
+    passed; ``limit`` successes in a row raise it by one. Lives on the gateway's loop.
+    """
+
+    def __init__(self, ceiling: int) -> None:
+        self.ceiling = ceiling
+        self.limit = ceiling
+        self.active = 0
+        self.throttles = 0
+        self.lowest = ceiling
+        self._streak = 0
+        self._paused_until = 0.0
+        self._cond = asyncio.Condition()
+
+    async def acquire(self) -> None:
+        loop = asyncio.get_running_loop()
+        async with self._cond:
+            while True:
+                pause = self._paused_until - loop.time()
+                if pause > 0:
+                    try:
+                        await asyncio.wait_for(self._cond.wait(), pause)
+                    except TimeoutError:
+                        pass
+                    continue
+                if self.active < self.limit:
+                    self.active += 1
+                    return
+                await self._cond.wait()
+
+    async def release(self, outcome: str, retry_after_s: float | None = None) -> None:
+        """``outcome``: ok | throttled (a 429) | error (5xx, timeout, dropped connection)."""
+        loop = asyncio.get_running_loop()
+        async with self._cond:
+            self.active -= 1
+            if outcome == "throttled":
+                self.throttles += 1
+                self.limit = max(1, self.limit // 2)
+                self.lowest = min(self.lowest, self.limit)
+                self._streak = 0
+                if retry_after_s:
+                    until = loop.time() + min(retry_after_s, MAX_RETRY_AFTER_S)
+                    self._paused_until = max(self._paused_until, until)
+            elif outcome == "ok":
+                self._streak += 1
+                if self._streak >= self.limit and self.limit < self.ceiling:
+                    self.limit += 1
+                    self._streak = 0
+            self._cond.notify_all()
 
 
 def normalise_request(payload: dict[str, Any], provider: str) -> dict[str, Any]:
@@ -93,10 +172,23 @@ def normalise_request(payload: dict[str, Any], provider: str) -> dict[str, Any]:
 class Gateway:
     """``with Gateway(endpoint) as gw: base = gw.base_url_for(run_id, node)``."""
 
-    def __init__(self, endpoint: Endpoint, retries: int = 2, request_timeout_s: float = 300.0):
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        retries: int = 2,
+        request_timeout_s: float = 300.0,
+        cache: ResponseCache | None = None,
+    ):
         self.endpoint = endpoint
         self.retries = retries
         self.request_timeout_s = request_timeout_s
+        self.cache = cache
+        #: strings that differ between executions of the same run (the sandbox's loopback
+        #: origin) -> stable stand-ins, so the cache key and the cached answer do not
+        #: depend on them
+        self.volatile: dict[str, str] = {}
+        self.upstream_requests = 0  # HTTP requests sent to the endpoint, retries included
+        self.limit: AdaptiveLimit | None = None
         self.port = 0
         self._calls: dict[str, list[LLMCall]] = defaultdict(list)
         self._run_started: dict[str, float] = {}
@@ -104,7 +196,6 @@ class Gateway:
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._client: httpx.AsyncClient | None = None
-        self._semaphore: asyncio.Semaphore | None = None
 
     # -- run bookkeeping (called from the runner's thread) ------------------------------
     def base_url_for(self, run_id: str, node: str) -> str:
@@ -136,7 +227,7 @@ class Gateway:
             self._client = httpx.AsyncClient(
                 base_url=self.endpoint.base_url, headers=headers, timeout=self.request_timeout_s
             )
-            self._semaphore = asyncio.Semaphore(self.endpoint.max_connections)
+            self.limit = AdaptiveLimit(self.endpoint.max_connections)
             try:
                 yield
             finally:
@@ -167,29 +258,14 @@ class Gateway:
                 status_code=400,
             )
         payload["model"] = self.endpoint.model
+        key = self._cache_key(payload) if self.cache is not None else None
+        cached = self.cache.get(key) if key is not None and self.cache is not None else None
         attempts = 0
         status, body, error = 502, b"", None
-        try:
-            async for attempt in AsyncRetrying(
-                stop=stop_after_attempt(self.retries + 1),
-                wait=wait_exponential(multiplier=0.5, max=8),
-                retry=retry_if_exception_type((httpx.TransportError, UpstreamError)),
-                reraise=True,
-            ):
-                with attempt:
-                    attempts += 1
-                    status, body = await self._forward(payload)
-        except UpstreamError as exc:
-            status, body, error = (
-                exc.status,
-                exc.body,
-                f"upstream {exc.status}: {_snippet(exc.body)}",
-            )
-        except httpx.TransportError as exc:
-            status, error = 502, f"{type(exc).__name__}: {exc}"
-            body = json.dumps(
-                {"error": {"message": error, "type": "upstream_unreachable"}}
-            ).encode()
+        if cached is not None:
+            status, body = 200, self._restore(cached)
+        else:
+            status, body, error, attempts = await self._call_upstream(payload)
         latency = time.perf_counter() - t0
         prompt_tokens = completion_tokens = None
         if status == 200:
@@ -199,6 +275,8 @@ class Gateway:
                 completion_tokens = usage.get("completion_tokens")
             except (json.JSONDecodeError, AttributeError):
                 error = "upstream body is not JSON"
+            if error is None and cached is None and key is not None and self.cache is not None:
+                self.cache.put(key, self._neutralise(body))
         elif error is None:
             error = f"upstream {status}: {_snippet(body)}"
         call = LLMCall(
@@ -210,18 +288,84 @@ class Gateway:
             http_status=status,
             error=error,
             attempts=attempts,
+            cached=cached is not None,
         )
         with self._lock:
-            self._calls[run_id].append(call)
+            # a run that already ended (timed out) keeps nothing: its row is written
+            if run_id in self._run_started:
+                self._calls[run_id].append(call)
         return Response(body, status_code=status, media_type="application/json")
 
+    async def _call_upstream(self, payload: dict[str, Any]) -> tuple[int, bytes, str | None, int]:
+        """(status, body, error, attempts) after retries; never raises for upstream faults."""
+        attempts = throttles = 0
+
+        def wait(state: RetryCallState) -> float:
+            exc = state.outcome.exception() if state.outcome else None
+            if isinstance(exc, UpstreamError) and exc.retry_after_s is not None:
+                return min(exc.retry_after_s, MAX_RETRY_AFTER_S)
+            return float(wait_exponential_jitter(multiplier=0.5, max=8, jitter=0.5)(state))
+
+        def stop(state: RetryCallState) -> bool:
+            return state.attempt_number - throttles > self.retries or throttles > THROTTLE_RETRIES
+
+        try:
+            async for attempt in AsyncRetrying(
+                stop=stop,
+                wait=wait,
+                retry=retry_if_exception_type((httpx.TransportError, UpstreamError)),
+                reraise=True,
+            ):
+                with attempt:
+                    attempts += 1
+                    try:
+                        status, body = await self._forward(payload)
+                    except UpstreamError as exc:
+                        if exc.status == 429:
+                            throttles += 1
+                        raise
+            return status, body, None, attempts
+        except UpstreamError as exc:
+            return exc.status, exc.body, f"upstream {exc.status}: {_snippet(exc.body)}", attempts
+        except httpx.TransportError as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            body = json.dumps({"error": {"message": error, "type": "upstream_unreachable"}})
+            return 502, body.encode(), error, attempts
+
     async def _forward(self, payload: dict[str, Any]) -> tuple[int, bytes]:
-        assert self._client is not None and self._semaphore is not None
-        async with self._semaphore:
+        assert self._client is not None and self.limit is not None
+        await self.limit.acquire()
+        outcome, retry_after = "error", None
+        try:
+            self.upstream_requests += 1
             r = await self._client.post("/chat/completions", json=payload)
-        if r.status_code >= 500 or r.status_code == 429:
-            raise UpstreamError(r.status_code, r.content)
+            if r.status_code == 429:
+                outcome = "throttled"
+                retry_after = parse_retry_after(r.headers.get("retry-after"))
+            elif r.status_code < 500:
+                outcome = "ok"
+        finally:
+            await self.limit.release(outcome, retry_after)
+        if r.status_code >= 500 or r.status_code in RETRY_STATUSES:
+            raise UpstreamError(r.status_code, r.content, retry_after)
         return r.status_code, r.content
+
+    # -- the response cache ---------------------------------------------------------------
+    def _neutralise(self, data: bytes) -> bytes:
+        text = data.decode("utf-8", errors="surrogateescape")
+        for value, stand_in in self.volatile.items():
+            text = text.replace(value, stand_in)
+        return text.encode("utf-8", errors="surrogateescape")
+
+    def _restore(self, data: bytes) -> bytes:
+        text = data.decode("utf-8", errors="surrogateescape")
+        for value, stand_in in self.volatile.items():
+            text = text.replace(stand_in, value)
+        return text.encode("utf-8", errors="surrogateescape")
+
+    def _cache_key(self, payload: dict[str, Any]) -> str:
+        request = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+        return ResponseCache.key(self.endpoint.provider, self._neutralise(request.encode()))
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
