@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -38,3 +39,18 @@ def fake_model_config(base_config: dict[str, Any]):  # type: ignore[no-untyped-d
         return cfg
 
     return make
+
+
+PIPELINE_FILES = ["Snakefile", "config", "workflow", "resources", "profiles"]
+
+
+@pytest.fixture
+def pipeline_copy(tmp_path: Path) -> Path:
+    """The workflow (Snakefile, config, rules, resources, profiles) in a temp directory."""
+    for name in PIPELINE_FILES:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, tmp_path / name)
+        else:
+            shutil.copy2(src, tmp_path / name)
+    return tmp_path

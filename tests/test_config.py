@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -149,3 +150,89 @@ def test_merge_is_nested(tmp_path, base_config):
     assert merged["generation"]["max_tokens"] == 7
     assert merged["generation"]["temperature"] == 0.7  # kept from the base
     assert merged["tools"] == ["sympy"]  # lists are replaced
+
+
+@pytest.mark.parametrize(
+    ("preset", "base_url", "key_env"),
+    [
+        ("openai", "https://api.openai.com/v1", "OPENAI_API_KEY"),
+        ("hf_router", "https://router.huggingface.co/v1", "HF_TOKEN"),
+        ("anthropic", "https://api.anthropic.com/v1", "ANTHROPIC_API_KEY"),
+        ("ollama", "http://127.0.0.1:11434/v1", None),
+        ("vllm", "http://127.0.0.1:8000/v1", None),
+    ],
+)
+def test_presets_fill_base_url_and_key_variable(base_config, preset, base_url, key_env):
+    base_config["models"]["remote"] = {
+        "provider": "openai_compatible", "preset": preset, "model": "m",
+    }  # fmt: skip
+    base_config["agent_models"] = ["remote"]
+    spec = parse_config(base_config).models["remote"]
+    assert (spec.base_url, spec.api_key_env) == (base_url, key_env)
+
+
+def test_explicit_values_win_over_the_preset(base_config):
+    base_config["models"]["remote"] = {
+        "provider": "openai_compatible", "preset": "openai", "model": "m",
+        "base_url": "https://proxy.example/v1", "api_key_env": "MY_KEY",
+    }  # fmt: skip
+    spec = parse_config(base_config).models["remote"]
+    assert (spec.base_url, spec.api_key_env) == ("https://proxy.example/v1", "MY_KEY")
+
+
+def test_preset_on_a_local_model_or_unknown_preset_is_named(base_config):
+    base_config["models"]["smollm2"]["preset"] = "openai"
+    with pytest.raises(ConfigError, match=r"models\.smollm2\.preset: only for provider"):
+        parse_config(base_config)
+    base_config["models"]["smollm2"]["preset"] = "azure"
+    with pytest.raises(ConfigError, match=r"models\.smollm2\.preset"):
+        parse_config(base_config)
+
+
+def test_required_envvars_are_the_keys_of_models_in_use(base_config, monkeypatch):
+    from mastif.config import missing_envvars
+
+    base_config["models"]["a"] = {"provider": "openai_compatible", "preset": "hf_router",
+                                  "model": "m"}  # fmt: skip
+    base_config["models"]["unused"] = {"provider": "openai_compatible", "preset": "openai",
+                                       "model": "m"}  # fmt: skip
+    base_config["agent_models"] = ["a", "smollm2"]
+    base_config["models"]["j"] = {"provider": "openai_compatible", "preset": "anthropic",
+                                  "model": "m"}  # fmt: skip
+    base_config["judge"]["model"] = "j"
+    cfg = parse_config(base_config)
+    assert cfg.required_envvars() == ["ANTHROPIC_API_KEY", "HF_TOKEN"]
+    monkeypatch.setenv("HF_TOKEN", "hf_x")
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert missing_envvars(cfg) == ["ANTHROPIC_API_KEY"]
+
+
+def test_snakemake_stops_before_any_job_when_a_key_is_unset(pipeline_copy, base_config):
+    base_config["models"]["remote"] = {"provider": "openai_compatible", "preset": "openai",
+                                       "model": "gpt-4o-mini", "api_key_env": "MASTIF_TEST_KEY"}  # fmt: skip
+    base_config["judge"]["model"] = "remote"
+    (pipeline_copy / "remote.yaml").write_text(yaml.safe_dump(base_config))
+    cmd = [str(Path(sys.executable).parent / "snakemake"), "-n", "--configfile", "remote.yaml"]
+    env = {k: v for k, v in os.environ.items() if k != "MASTIF_TEST_KEY"}
+    run = dict(capture_output=True, text=True, timeout=120, env=env, cwd=pipeline_copy)
+    proc = subprocess.run(cmd, **run)
+    assert proc.returncode != 0
+    assert "MASTIF_TEST_KEY" in proc.stdout + proc.stderr
+    # set: the plan goes through, and the key appears in none of its output
+    env["MASTIF_TEST_KEY"] = "sk-secret-value-123"
+    proc = subprocess.run(cmd, **run)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "sk-secret-value-123" not in proc.stdout + proc.stderr
+
+
+def test_repeats_and_execution_defaults(base_config):
+    cfg = parse_config(base_config)
+    assert cfg.repeats == 1
+    assert cfg.execution.shards == 1 and cfg.execution.response_cache is None
+    # concurrency follows the endpoint's connections unless set
+    assert cfg.concurrency_for("smollm2") == cfg.models["smollm2"].options.max_connections
+    base_config["execution"] = {"concurrency": 5}
+    assert parse_config(base_config).concurrency_for("smollm2") == 5
+    base_config["repeats"] = 0
+    with pytest.raises(ConfigError, match="repeats"):
+        parse_config(base_config)

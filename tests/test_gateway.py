@@ -13,8 +13,8 @@ import pytest
 from mastif.providers import Endpoint, Gateway
 from mastif.providers.cache import ResponseCache
 from mastif.providers.gateway import AdaptiveLimit, parse_retry_after
-from tests.faultproxy import FaultProxy
 from tests.fakes import ScriptedChatServer
+from tests.faultproxy import FaultProxy
 
 REQUEST = {"messages": [{"role": "user", "content": "hi"}], "temperature": 0.7, "seed": 1}
 

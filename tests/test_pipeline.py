@@ -2,37 +2,23 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import polars as pl
-import pytest
 import yaml
 
 from mastif.protocols import PROTOCOLS
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-PIPELINE_FILES = ["Snakefile", "config", "workflow", "resources", "profiles"]
 
 
 def snakemake(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(BIN / "snakemake"), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout
     )
-
-
-@pytest.fixture
-def pipeline_copy(tmp_path: Path) -> Path:
-    for name in PIPELINE_FILES:
-        src = REPO / name
-        if src.is_dir():
-            shutil.copytree(src, tmp_path / name)
-        else:
-            shutil.copy2(src, tmp_path / name)
-    return tmp_path
 
 
 def test_lint_is_clean():

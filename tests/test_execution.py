@@ -1,0 +1,219 @@
+"""Executing a stack at scale: faults on the wire, the response cache, repeats, shards,
+concurrency and checkpoints.
+
+The fault and cache tests run the real bundled model behind tests/faultproxy.py; the
+others use the scripted model server (the runner, gateway, framework and tools are real).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+
+from mastif.config import parse_config
+from mastif.providers.local import LocalServer
+from mastif.runner import Checkpoint, execute_stack
+from mastif.tasks import load_tasks
+from mastif.trace import gather_runs, runs_to_table
+from tests.fakes import ScriptedChatServer
+from tests.faultproxy import FaultProxy
+
+REPO = Path(__file__).resolve().parents[1]
+CLASSIFIED = {"provider_error", "provider_unreachable", "provider_bad_request", "timeout",
+              "framework_error", "workflow_error"}  # fmt: skip
+# what a clock measured, so differs between two executions of the same runs
+CLOCK_COLUMNS = ["wall_seconds", "started_at", "protocol_seconds"]
+
+
+@pytest.fixture(scope="module")
+def smollm2_server(tmp_path_factory):
+    import yaml
+
+    raw = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    spec = parse_config(raw).models["smollm2"]
+    with LocalServer(spec, tmp_path_factory.mktemp("srv") / "server.log") as server:
+        yield server
+
+
+def proxied_config(base_config, proxy_url: str, alias: str, **execution):
+    cfg = base_config
+    cfg["models"]["proxied"] = {
+        "provider": "openai_compatible",
+        "model": alias,
+        "base_url": proxy_url,
+        "options": {"max_connections": execution.pop("max_connections", 2),
+                    "request_timeout_s": execution.pop("request_timeout_s", 60)},
+    }  # fmt: skip
+    cfg["agent_models"] = ["proxied"]
+    cfg["frameworks"], cfg["protocols"] = ["langgraph"], ["standard"]
+    cfg["execution"] = {"progress": False, **execution}
+    return cfg
+
+
+def test_faults_on_a_third_of_the_calls_lose_and_duplicate_no_run(
+    smollm2_server, base_config, tmp_path
+):
+    tasks = load_tasks("builtin")[:6]
+    with FaultProxy(
+        smollm2_server.base_url, fault_rate=0.4, seed=11, retry_after_s=1, slow_s=1, hang_s=12
+    ) as proxy:
+        cfg = proxied_config(
+            base_config, proxy.base_url, smollm2_server.alias,
+            max_connections=3, request_timeout_s=8, provider_retries=4,
+        )  # fmt: skip
+        cfg["tools"] = ["sympy", "datetime"]
+        cfg["generation"].update(max_tokens=24, timeout_s=150)
+        config = parse_config(cfg)
+        checkpoint = tmp_path / "ck" / "1-of-1.jsonl"
+        traces = execute_stack(
+            config, config.stacks()[0], tasks, checkpoint, tmp_path / "s.log", REPO
+        )
+    # every injected fault kind was met, on at least 30% of the requests
+    assert proxy.faulted / proxy.requests >= 0.3, proxy.counts
+    assert all(proxy.counts[k] >= 1 for k in ("429", "500", "slow", "hang", "drop")), proxy.counts
+    # every run is there once, ended ok or with a classified error
+    assert [t.task_id for t in traces] == [t.task_id for t in tasks]
+    assert len({t.run_id for t in traces}) == len(tasks)
+    for t in traces:
+        assert t.status == "ok" or t.error_class in CLASSIFIED, (t.status, t.error_message)
+    assert sum(t.status == "ok" for t in traces) >= len(tasks) // 2
+    # every request the proxy saw is an attempt of a recorded call: nothing unaccounted
+    calls = [c for t in traces for c in t.llm_calls]
+    assert sum(c.attempts for c in calls) == proxy.requests
+    assert any(c.attempts > 1 for c in calls)
+    assert all(c.error is None for t in traces if t.status == "ok" for c in t.llm_calls)
+    # the checkpoint holds each run once
+    lines = checkpoint.read_text().splitlines()
+    assert len(lines) == len(tasks) and len(Checkpoint(checkpoint).load()) == len(tasks)
+
+
+@pytest.mark.parametrize("framework", ["langgraph", "langchain", "crewai", "semantic_kernel"])
+def test_cached_rerun_calls_no_model_and_reproduces_the_runs(
+    framework, smollm2_server, base_config, tmp_path
+):
+    # sandbox tasks with the browser: tool results carry the sandbox's per-job port
+    tasks = [t for t in load_tasks("sandbox") if t.task_id == "sb-shop-01"]
+    with FaultProxy(smollm2_server.base_url, fault_rate=0.0) as proxy:
+        cfg = proxied_config(
+            base_config, proxy.base_url, smollm2_server.alias,
+            response_cache=str(tmp_path / "cache"),
+        )  # fmt: skip
+        cfg["frameworks"] = [framework]
+        cfg["tools"] = ["web_browser", "web_search"]
+        cfg["generation"].update(max_tokens=40, timeout_s=120)
+        config = parse_config(cfg)
+        stack = config.stacks()[0]
+        first = execute_stack(
+            config, stack, tasks, tmp_path / "a" / "c.jsonl", tmp_path / "s", REPO
+        )
+        called = proxy.requests
+        second = execute_stack(
+            config, stack, tasks, tmp_path / "b" / "c.jsonl", tmp_path / "s", REPO
+        )
+    assert called > 0 and proxy.requests == called  # the rerun made no model call
+    assert all(c.cached for t in second for c in t.llm_calls) and second[0].llm_calls
+    assert not any(c.cached for t in first for c in t.llm_calls)
+    assert first[0].tool_calls, "the model used no tool: the port stand-in went untested"
+
+    def content(traces):
+        df = pl.from_arrow(runs_to_table(traces)).drop(CLOCK_COLUMNS)
+        return df.with_columns(
+            pl.col("llm_calls").list.eval(pl.element().struct.field("node", "prompt_tokens",
+                                          "completion_tokens", "http_status", "error")),
+            pl.col("tool_calls").list.eval(pl.element().struct.field("name", "arguments",
+                                           "ok", "output", "error")),
+        )  # fmt: skip
+
+    assert content(first).equals(content(second))
+
+
+def scripted_answer(payload):
+    return {"content": "Final answer: 42. TASK COMPLETE"}
+
+
+def test_repeats_and_shards_make_each_run_once(fake_model_config, tmp_path):
+    tasks = load_tasks("builtin")[:3]
+    with ScriptedChatServer(scripted_answer) as srv:
+        cfg = fake_model_config(srv.base_url, max_steps=1, max_tool_rounds=1)
+        cfg["repeats"] = 2
+        cfg["execution"]["shards"] = 2
+        config = parse_config(cfg)
+        stack = config.stacks()[0]
+        ck = tmp_path / "ck"
+        shards = [
+            execute_stack(
+                config, stack, tasks, ck / f"{k}-of-2.jsonl", tmp_path / "s", REPO, shard=(k, 2)
+            )  # fmt: skip
+            for k in (1, 2)
+        ]
+        seeds = {p.get("seed") for p in srv.requests}
+    assert [len(s) for s in shards] == [3, 3]
+    runs = [t for s in shards for t in s]
+    assert len({t.run_id for t in runs}) == 6
+    assert sorted((t.task_id, t.repeat) for t in runs) == sorted(
+        (t.task_id, r) for t in tasks for r in (0, 1)
+    )
+    # each repeat is its own sample: its seed reached the model
+    base = config.generation.seed
+    assert {t.generation_seed - t.repeat for t in runs} == {base}
+    assert seeds == {base, base + 1}
+    for k, shard in enumerate(shards, 1):
+        pq.write_table(runs_to_table(shard), tmp_path / f"{k}.parquet")
+    table = gather_runs([str(tmp_path / "1.parquet"), str(tmp_path / "2.parquet")])
+    assert table.num_rows == 6
+    with pytest.raises(ValueError, match="more than one shard"):
+        gather_runs([str(tmp_path / "1.parquet"), str(tmp_path / "1.parquet")])
+    # a rerun with one shard finds all six in the checkpoints: nothing is executed again
+    one = parse_config({**cfg, "execution": {**cfg["execution"], "shards": 1}})
+    n_requests = len(srv.requests)
+    again = execute_stack(one, stack, tasks, ck / "1-of-1.jsonl", tmp_path / "s", REPO)
+    assert sorted(t.run_id for t in again) == sorted(t.run_id for t in runs)
+    assert len(srv.requests) == n_requests
+
+
+def test_runs_proceed_concurrently_up_to_the_connection_limit(fake_model_config, tmp_path):
+    tasks = load_tasks("builtin")[:8]
+
+    def slow(payload):
+        return {"content": "Final answer: 42. TASK COMPLETE", "sleep": 0.4}
+
+    with ScriptedChatServer(slow) as srv:
+        cfg = fake_model_config(srv.base_url, max_steps=1, max_tool_rounds=1)
+        cfg["models"]["fake"]["options"] = {"max_connections": 8}
+        cfg["execution"] = {"progress": False}
+        cfg["workflow"]["nodes"] = cfg["workflow"]["nodes"][-1:]  # one call per run
+        config = parse_config(cfg)
+        traces = execute_stack(
+            config, config.stacks()[0], tasks, tmp_path / "c.jsonl", tmp_path / "s", REPO
+        )
+    assert all(t.status == "ok" for t in traces)
+    # the runs' clock intervals overlap: peak runs in flight
+    edges = sorted(
+        (t.started_at.timestamp() + d, step)
+        for t in traces
+        for d, step in ((0.0, 1), (t.wall_seconds, -1))
+    )
+    peak = level = 0
+    for _, step in edges:
+        level += step
+        peak = max(peak, level)
+    assert peak >= 6, peak
+
+
+def test_checkpoint_survives_a_torn_line(tmp_path):
+    from mastif.trace import RunTrace
+
+    def trace(i: int) -> RunTrace:
+        return RunTrace(f"r{i}", "e", "m", "standard", "langgraph", f"t{i}", "x", "w", "d",
+                        "easy", "ok", None, None, "answer")  # fmt: skip
+
+    ck = Checkpoint(tmp_path / "1-of-2.jsonl")
+    ck.append(trace(1))
+    with ck.path.open("a") as fh:
+        fh.write(trace(2).to_json()[:40])  # killed mid-write
+    ck.append(trace(3))
+    Checkpoint(tmp_path / "2-of-2.jsonl").append(trace(4))  # another shard's file
+    assert sorted(ck.load()) == ["r1", "r3", "r4"]
