@@ -8,6 +8,12 @@
 #
 #   .venv/bin/pip install 'snakemake-executor-plugin-slurm>=2.8,<3'
 #   sudo bash bench/slurm/check.sh            # CHECK_TIMEOUT=3600 (seconds) by default
+#   CHECK_EXTRA_ARGS="--workflow-profile none" sudo -E bash bench/slurm/check.sh
+#
+# Note: Snakemake also loads profiles/default as the *workflow* profile on top of
+# --profile profiles/slurm, and its top-level keys win (the run's "Using profiles" and
+# "Provided resources" lines below show what was in force); CHECK_EXTRA_ARGS passes extra
+# snakemake arguments such as --workflow-profile none.
 #
 # Exit code: snakemake's (124/130 when the time limit stopped it). The temp directory
 # (printed) keeps the run's logs: logs/, .snakemake/slurm_logs/, snakemake.out.
@@ -58,6 +64,8 @@ SMK=(
   --slurm-init-seconds-before-status-checks 10
   --slurm-keep-successful-logs
 )
+# shellcheck disable=SC2206
+[ -n "${CHECK_EXTRA_ARGS:-}" ] && SMK+=(${CHECK_EXTRA_ARGS})
 echo "${SMK[*]}"
 T1=$(date +%s)
 # SIGINT on time-out: snakemake then cancels the SLURM jobs it submitted
@@ -75,7 +83,7 @@ if [ -n "${left// /}" ]; then
 fi
 
 say "snakemake: submissions, errors and summary"
-grep -E "submitted with SLURM jobid|Guessed SLURM|SLURM account|Error|error:|WorkflowError|Exception|Finished job|steps \([0-9]+%\) done|Complete log" snakemake.out \
+grep -E "Using profile|Provided |SLURM run ID|submitted with SLURM jobid|Guessed SLURM|SLURM account|Error|error:|WorkflowError|Exception|Finished job|steps \([0-9]+%\) done|Complete log" snakemake.out \
   | sed -E 's/^/  /' | tail -n 80
 echo "  ..."
 tail -n 15 snakemake.out | sed 's/^/  | /'
@@ -86,11 +94,11 @@ sinfo
 say "sacct (jobs of this check)"
 jobids=$(sed -nE 's/.*submitted with SLURM jobid ([0-9]+).*/\1/p' snakemake.out | sort -n | paste -sd, -)
 if [ -n "$jobids" ]; then
-  sacct -j "$jobids" -X --format=JobID,Comment%42,State,ExitCode,Elapsed,Timelimit,AllocCPUS,ReqMem,Account%8
+  sacct -j "$jobids" -X --format=JobID,Comment%50,State,ExitCode,Elapsed,Timelimit,AllocCPUS,ReqMem,Account%8
   echo
-  echo "batch steps (what each job used):"
-  sacct -j "$jobids" --format=JobID%14,State,Elapsed,TotalCPU,MaxRSS,MaxVMSize \
-    | awk 'NR <= 2 || $1 ~ /\.batch$/'
+  echo "job steps (what each used: .batch is the plugin's snakemake, .0 the rule under srun):"
+  sacct -j "$jobids" --format=JobID%10,JobName%10,State,Elapsed,TotalCPU,MaxRSS,MaxVMSize \
+    | awk 'NR <= 2 || $1 !~ /\.extern$/ && $1 ~ /\./'
 else
   echo "no job was submitted; sacct since $START:"
   sacct -a -X --starttime "$START" --format=JobID,JobName%40,Comment%42,State,ExitCode,Elapsed

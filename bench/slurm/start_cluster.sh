@@ -83,12 +83,13 @@ else
 fi
 
 # --- 3. MariaDB + accounting database ---------------------------------------------------
-# slurmdbd's recommended InnoDB settings (it warns without them), kept small for 24 GiB
+# slurmdbd's recommended InnoDB settings (it logs an error below 512M of buffer pool);
+# applied when MariaDB (re)starts
 cat >/etc/mysql/mariadb.conf.d/60-slurmdbd.cnf <<'EOF'
 # written by bench/slurm/start_cluster.sh: settings slurmdbd asks for
 [mysqld]
 bind-address = 127.0.0.1
-innodb_buffer_pool_size = 256M
+innodb_buffer_pool_size = 512M
 innodb_log_file_size = 64M
 innodb_lock_wait_timeout = 900
 EOF
@@ -151,6 +152,7 @@ SlurmUser=slurm
 AuthType=auth/munge
 CryptoType=crypto/munge
 MpiDefault=none
+MailProg=/bin/true
 ReturnToService=2
 StateSaveLocation=${SPOOL}/slurmctld
 SlurmdSpoolDir=${SPOOL}/slurmd
@@ -172,8 +174,11 @@ AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
 AccountingStoragePort=6819
 AccountingStorageEnforce=associations
+# keep sbatch --comment (the plugin puts rule and wildcards there) in the database
+AccountingStoreFlags=job_comment
+# sample every 5 s, so sacct's MaxRSS/TotalCPU cover short jobs too (Debian's 30 s misses them)
 JobAcctGatherType=jobacct_gather/linux
-JobAcctGatherFrequency=30
+JobAcctGatherFrequency=5
 JobCompType=jobcomp/none
 SlurmctldTimeout=120
 SlurmdTimeout=300
