@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import polars as pl
@@ -142,3 +146,60 @@ def test_end_to_end_on_the_bundled_model(pipeline_copy):
     prompt.write_text(prompt.read_text() + "\nBe brief.\n")
     rules = dry_run_rules()
     assert "execute_stack" in rules and "sample_tasks" not in rules
+
+
+def test_a_killed_stack_job_resumes_without_redoing_finished_runs(pipeline_copy):
+    """kill -9 the whole Snakemake process group mid-stack (a crashed node), rerun: the
+    runs finished before the kill are kept as they were, the rest run, none twice."""
+    override = {
+        "protocols": ["standard"],
+        "frameworks": ["langgraph"],
+        "tasks": {"source": "builtin", "sample_size": 6, "strata": ["domain"]},
+        "tools": ["sympy"],
+        "generation": {"max_tokens": 24, "max_steps": 1, "max_tool_rounds": 1},
+        "workflow": {
+            "nodes": [
+                {
+                    "name": "report",
+                    "prompt": "config/prompts/report.md",
+                    "output_key": "final_answer",
+                }
+            ]
+        },  # fmt: skip
+    }
+    (pipeline_copy / "kill.yaml").write_text(yaml.safe_dump(override))
+    target = "results/runs/smollm2/standard/langgraph.parquet"
+    checkpoint = pipeline_copy / "results/checkpoints/smollm2/standard/langgraph/1-of-1.jsonl"
+    # the target first: --configfile takes every argument after it
+    cmd = [str(BIN / "snakemake"), target, "--cores", "2", "--configfile", "kill.yaml"]
+    job = subprocess.Popen(
+        cmd, cwd=pipeline_copy, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 300
+    while not (checkpoint.exists() and len(checkpoint.read_text().splitlines()) >= 2):
+        assert job.poll() is None and time.monotonic() < deadline, "no run finished"
+        time.sleep(0.2)
+    os.killpg(job.pid, signal.SIGKILL)
+    job.wait(30)
+    before = {
+        r["run_id"]: r["started_at"] for r in map(json.loads, checkpoint.read_text().splitlines())
+    }
+    assert 2 <= len(before) < 6, "killed too late to test a resume"
+    deadline = time.monotonic() + 30
+    while llama_servers_under(pipeline_copy):  # the model server dies with its job
+        assert time.monotonic() < deadline, "the local model server outlived its killed job"
+        time.sleep(0.2)
+
+    assert snakemake("--unlock", "--configfile", "kill.yaml", cwd=pipeline_copy).returncode == 0
+    proc = snakemake(target, "--cores", "2", "--configfile", "kill.yaml", cwd=pipeline_copy)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    runs = pl.read_parquet(pipeline_copy / target)
+    assert runs.height == 6 and runs["run_id"].n_unique() == 6
+    started = dict(zip(runs["run_id"], runs["started_at"], strict=True))
+    for run_id, at in before.items():  # kept, not executed again
+        assert started[run_id].isoformat() == at
+    log = (pipeline_copy / "logs/execute_stack/smollm2/standard/langgraph/1-of-1.log").read_text()
+    assert f"6 runs, {len(before)} already done" in log
+    assert not checkpoint.exists()
