@@ -80,7 +80,9 @@ def test_adaptive_limit_bounds_requests_in_flight():
 def test_each_fault_is_retried_to_a_good_answer(fault):
     with ScriptedChatServer(lambda p: {"content": "fine"}) as srv:
         # a seeded schedule whose first request gets the fault, the next one not
-        with FaultProxy(srv.base_url, fault_rate=1.0, faults=[fault], hang_s=5, slow_s=0.3) as proxy:
+        with FaultProxy(
+            srv.base_url, fault_rate=1.0, faults=[fault], hang_s=5, slow_s=0.3
+        ) as proxy:
             proxy.fault_rate = 1.0
             gw_ = Gateway(endpoint(proxy.base_url), retries=2, request_timeout_s=1.0)
             with gw_ as gw:

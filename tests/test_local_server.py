@@ -155,6 +155,7 @@ def test_gateway_mends_llama_cpp_quirks(smollm2_spec, tmp_path):
         direct = httpx.post(f"{endpoint.base_url}/chat/completions", json=body, timeout=60)
         assert direct.status_code == 500  # the quirk, as seen with llama-cpp-python 0.3.36
         with Gateway(endpoint) as gw:
+            gw.begin_run("run1")  # the gateway keeps calls only for runs it was told of
             r = httpx.post(
                 f"{gw.base_url_for('run1', 'interact')}/chat/completions", json=body, timeout=60
             )

@@ -337,8 +337,7 @@ def apply_preset(model_id: str, spec: dict[str, Any]) -> None:
         return
     if spec["provider"] != "openai_compatible":
         raise ConfigError(
-            f"models.{model_id}.preset: only for provider openai_compatible, "
-            f"not {spec['provider']}"
+            f"models.{model_id}.preset: only for provider openai_compatible, not {spec['provider']}"
         )
     for key, value in PROVIDER_PRESETS[preset].items():
         if value is not None:

@@ -15,9 +15,9 @@ rule execute_stack:
     log:
         run="logs/execute_stack/{model}/{protocol}/{framework}/{scatteritem}.log",
         server="logs/execute_stack/{model}/{protocol}/{framework}/{scatteritem}.server.log",
+    retries: config["execution"]["job_retries"]
     conda:
         "../envs/mastif.yaml"
-    retries: config["execution"]["job_retries"]
     resources:
         llm_calls=1,
     params:

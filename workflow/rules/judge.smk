@@ -8,9 +8,9 @@ rule judge_runs:
     log:
         run="logs/judge_runs/{model}/{protocol}/{framework}.log",
         server="logs/judge_runs/{model}/{protocol}/{framework}.server.log",
+    retries: config["execution"]["job_retries"]
     conda:
         "../envs/mastif.yaml"
-    retries: config["execution"]["job_retries"]
     resources:
         llm_calls=1,
     params:
