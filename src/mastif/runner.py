@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 from mastif.config import ExperimentConfig, Stack
 from mastif.frameworks import FrameworkAdapter, RunContext, RunRecorder, get_framework
+from mastif.frameworks.base import GatewayClients
 from mastif.orchestration import (
     ORCHESTRATOR,
     a2a_agent_specs,
@@ -180,6 +181,7 @@ async def _run_task(
     protocol: StackProtocol,
     framework: FrameworkAdapter,
     web: WebEnvironment,
+    http: GatewayClients | None = None,
 ) -> RunTrace:
     task, run_id = unit.task, unit.run_id
     recorder = RunRecorder()
@@ -197,6 +199,7 @@ async def _run_task(
         model_name=gateway.endpoint.model,
         mcp_url=protocol.mcp_url(run_id),
         page_view=lambda: asyncio.to_thread(web.page_view, run_id),
+        http=http,
     )
     started_at = datetime.now(UTC)
     gateway.begin_run(run_id)
@@ -376,13 +379,17 @@ async def _run_all(
             async def one(unit: RunUnit) -> None:
                 async with semaphore:
                     trace = await _run_task(
-                        config, stack, unit, plan, gateway, protocol, framework, web
+                        config, stack, unit, plan, gateway, protocol, framework, web, http
                     )
                 checkpoint.append(trace)
                 results.append(trace)
                 progress.finished(trace)
 
-            await asyncio.gather(*(one(u) for u in todo))
+            http = GatewayClients.open(concurrency)
+            try:
+                await asyncio.gather(*(one(u) for u in todo))
+            finally:
+                await http.aclose()
     return results
 
 

@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import httpx
+
 from mastif.config import GenerationSpec
 from mastif.protocols import ToolTransport
 from mastif.tasks import Task
@@ -54,6 +56,34 @@ class RunRecorder:
 
 
 @dataclass
+class GatewayClients:
+    """HTTP clients to the gateway, shared by every run of a stack job.
+
+    A framework's model client builds its own httpx clients by default, and each builds an
+    SSL context (loading the CA bundle: ~18 ms) even for our plain-HTTP loopback gateway;
+    per node visit that was most of the job's CPU at high concurrency (bench/concurrency.py).
+    The async client belongs to the job's event loop; the sync one is thread-safe (CrewAI).
+    """
+
+    sync: httpx.Client
+    async_: httpx.AsyncClient
+
+    @classmethod
+    def open(cls, connections: int) -> GatewayClients:
+        # keep-alive for every connection: httpcore 1.0 closes idle connections as soon as
+        # the pool holds more connections than max_keepalive (all of them, idle or not)
+        size = max(16, 2 * connections)
+        limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)
+        # no certificate store to load: the gateway is plain HTTP on loopback
+        return cls(httpx.Client(limits=limits, verify=False),
+                   httpx.AsyncClient(limits=limits, verify=False))  # fmt: skip
+
+    async def aclose(self) -> None:
+        self.sync.close()
+        await self.async_.aclose()
+
+
+@dataclass
 class RunContext:
     run_id: str
     task: Task
@@ -75,6 +105,8 @@ class RunContext:
     #: the run's current browser page as a listing (the web environment's view), for
     #: prompts with a ``{page}`` placeholder
     page_view: Callable[[], Awaitable[str]] | None = None
+    #: the job's shared HTTP clients for model calls (None: each client builds its own)
+    http: GatewayClients | None = None
     _delegated: set[asyncio.Future[str]] = field(default_factory=set, repr=False)
 
     def llm_base_url(self, node: str) -> str:

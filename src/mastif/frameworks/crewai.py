@@ -99,6 +99,7 @@ from contextlib import asynccontextmanager  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from typing import Any  # noqa: E402
 
+import httpx  # noqa: E402
 import openai  # noqa: E402
 from crewai import Agent, Crew, Process, Task  # noqa: E402
 from crewai.agents.agent_executor import AgentExecutor  # noqa: E402
@@ -190,6 +191,18 @@ class GatewayLLM(OpenAICompletion):
 
     _visit: _Visit | None = PrivateAttr(default=None)
     _bridge: _Bridge | None = PrivateAttr(default=None)
+
+    def _build_sync_client(self) -> Any:
+        # The gateway is plain HTTP on loopback: a client without a certificate store
+        # (building one loads the CA bundle, ~18 ms; per node visit that was most of a
+        # job's CPU at high concurrency, bench/concurrency.py). Each LLM keeps clients of
+        # its own: closing them is how a timed-out run's request in flight is stopped.
+        return openai.OpenAI(**self._get_client_params(), http_client=httpx.Client(verify=False))
+
+    def _build_async_client(self) -> Any:
+        return openai.AsyncOpenAI(
+            **self._get_client_params(), http_client=httpx.AsyncClient(verify=False)
+        )
 
     def call(self, messages: Any, tools: Any = None, *args: Any, **kwargs: Any) -> Any:
         visit, bridge = self._visit, self._bridge

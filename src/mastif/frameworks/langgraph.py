@@ -65,6 +65,8 @@ def chat_model(ctx: RunContext, node: str) -> ChatOpenAI:
         seed=g.seed,
         timeout=g.timeout_s,
         max_retries=0,  # the gateway retries; a second layer would hide calls
+        http_client=ctx.http.sync if ctx.http else None,
+        http_async_client=ctx.http.async_ if ctx.http else None,
     )
 
 

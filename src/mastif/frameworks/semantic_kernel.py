@@ -143,6 +143,7 @@ def gateway_client(ctx: RunContext, node: str) -> AsyncOpenAI:
         api_key="mastif-gateway",  # the gateway holds the real key, if any
         timeout=ctx.generation.timeout_s,
         max_retries=0,  # the gateway retries; a second layer would hide calls
+        http_client=ctx.http.async_ if ctx.http else None,
     )
 
 
@@ -338,7 +339,8 @@ class SemanticKernelAdapter:
                 kernel.add_plugin(tools_plugin(ctx))
             for node in nodes:
                 client = gateway_client(ctx, node.name)
-                stack.push_async_callback(client.close)
+                if ctx.http is None:  # a shared HTTP client is the job's to close
+                    stack.push_async_callback(client.close)
                 kernel.add_service(chat_service(ctx, node.name, client))
             yield kernel
 

@@ -224,8 +224,14 @@ class Gateway:
             headers = {}
             if self.endpoint.api_key:
                 headers["Authorization"] = f"Bearer {self.endpoint.api_key}"
+            # at most max_connections requests are in flight (the adaptive limit); all kept
+            # alive (httpcore 1.0 closes idle ones once the pool exceeds max_keepalive)
+            size = self.endpoint.max_connections + 4
             self._client = httpx.AsyncClient(
-                base_url=self.endpoint.base_url, headers=headers, timeout=self.request_timeout_s
+                base_url=self.endpoint.base_url,
+                headers=headers,
+                timeout=self.request_timeout_s,
+                limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
             )
             self.limit = AdaptiveLimit(self.endpoint.max_connections)
             try:
