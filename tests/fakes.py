@@ -26,6 +26,8 @@ class ScriptedChatServer:
     def __init__(self, respond: Callable[[dict[str, Any]], Reply]) -> None:
         self.respond = respond
         self.requests: list[dict[str, Any]] = []
+        #: each request's Authorization header (None when absent)
+        self.authorizations: list[str | None] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -36,6 +38,7 @@ class ScriptedChatServer:
                 length = int(self.headers.get("Content-Length", 0))
                 payload = json.loads(self.rfile.read(length))
                 outer.requests.append(payload)
+                outer.authorizations.append(self.headers.get("Authorization"))
                 reply = outer.respond(payload)
                 if "sleep" in reply:
                     time.sleep(reply["sleep"])

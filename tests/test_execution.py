@@ -8,7 +8,9 @@ others use the scripted model server (the runner, gateway, framework and tools a
 from __future__ import annotations
 
 import json
+import logging
 import re
+import uuid
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -186,6 +188,33 @@ def test_repeats_and_shards_make_each_run_once(fake_model_config, tmp_path):
     again = execute_stack(one, stack, tasks, ck / "1-of-1.jsonl", tmp_path / "s", REPO)
     assert sorted(t.run_id for t in again) == sorted(t.run_id for t in runs)
     assert len(srv.requests) == n_requests
+
+
+def test_the_api_key_reaches_the_endpoint_and_nothing_else(
+    fake_model_config, tmp_path, monkeypatch, caplog
+):
+    secret = f"sk-mastif-test-{uuid.uuid4().hex}"
+    tasks = load_tasks("builtin")[:2]
+    with ScriptedChatServer(scripted_answer) as srv:
+        cfg = fake_model_config(srv.base_url, max_steps=1, max_tool_rounds=1)
+        cfg["models"]["fake"]["api_key_env"] = "MASTIF_TEST_KEY"
+        config = parse_config(cfg)
+        stack = config.stacks()[0]
+        checkpoint = tmp_path / "ck" / "1-of-1.jsonl"
+        monkeypatch.delenv("MASTIF_TEST_KEY", raising=False)
+        with pytest.raises(RuntimeError, match=r"models\.fake\.api_key_env names MASTIF_TEST_KEY"):
+            execute_stack(config, stack, tasks, checkpoint, tmp_path / "s.log", REPO)
+        assert srv.requests == [] and not checkpoint.exists()  # stopped before any run
+        monkeypatch.setenv("MASTIF_TEST_KEY", secret)
+        with caplog.at_level(logging.DEBUG):
+            traces = execute_stack(config, stack, tasks, checkpoint, tmp_path / "s.log", REPO)
+    assert [t.status for t in traces] == ["ok", "ok"]
+    # the gateway sent the key upstream; the frameworks only ever held its placeholder
+    assert srv.authorizations and set(srv.authorizations) == {f"Bearer {secret}"}
+    pq.write_table(runs_to_table(traces), tmp_path / "runs.parquet")
+    assert secret.encode() not in (tmp_path / "runs.parquet").read_bytes()
+    assert secret not in checkpoint.read_text()
+    assert caplog.records and secret not in caplog.text
 
 
 def test_runs_proceed_concurrently_up_to_the_connection_limit(fake_model_config, tmp_path):
