@@ -6,7 +6,7 @@
 # which outputs exist and the run's outcome. Needs root (for the cluster) and the project's
 # venv with the plugin:
 #
-#   .venv/bin/pip install 'snakemake-executor-plugin-slurm>=2.8,<3'
+#   .venv/bin/pip install -e '.[slurm]'   # snakemake-executor-plugin-slurm
 #   sudo bash bench/slurm/check.sh            # CHECK_TIMEOUT=3600 (seconds) by default
 #   CHECK_EXTRA_ARGS="--workflow-profile none" sudo -E bash bench/slurm/check.sh
 #
@@ -35,7 +35,7 @@ say "tools"
 "$VENV/bin/snakemake" --version | sed 's/^/snakemake /'
 if ! "$VENV/bin/python" -c "import snakemake_executor_plugin_slurm" 2>/dev/null; then
   echo "snakemake-executor-plugin-slurm is not installed in $VENV:"
-  echo "  $VENV/bin/pip install 'snakemake-executor-plugin-slurm>=2.8,<3'"
+  echo "  $VENV/bin/pip install -e '$REPO[slurm]'"
   exit 1
 fi
 "$VENV/bin/python" -m pip list 2>/dev/null | grep -i "snakemake-executor-plugin" | sed 's/^/  /'
@@ -54,7 +54,8 @@ export PATH="$VENV/bin:$PATH"
 
 say "validate"
 "$VENV/bin/mastif" validate "$CONFIG" || exit 1
-"$VENV/bin/snakemake" -n -q --profile profiles/slurm --configfile "$CONFIG" 2>&1 | tail -n 25
+# shellcheck disable=SC2086
+"$VENV/bin/snakemake" -n -q --profile profiles/slurm --configfile "$CONFIG" ${CHECK_EXTRA_ARGS:-} 2>&1 | tail -n 25
 
 say "snakemake --profile profiles/slurm --configfile $CONFIG (limit ${TIMEOUT}s)"
 # first status check after 10 s instead of 40 (a tiny DAG of short jobs); keep the SLURM

@@ -102,10 +102,10 @@ if mariadb-admin ping --silent >/dev/null 2>&1; then
   log "MariaDB already running"
 else
   log "starting MariaDB"
-  # mysqld_safe daemonises itself only with the shell's help: detach it fully
+  # mysqld_safe stays in the foreground: run it detached, in its own session
   setsid mysqld_safe --user=mysql >/dev/null 2>&1 </dev/null &
   for _ in $(seq 60); do mariadb-admin ping --silent >/dev/null 2>&1 && break; sleep 1; done
-  mariadb-admin ping --silent >/dev/null 2>&1 || die "MariaDB did not start (see /var/log/mysql/ or journal)"
+  mariadb-admin ping --silent >/dev/null 2>&1 || die "MariaDB did not start (run mysqld_safe --user=mysql in the foreground to see why)"
 fi
 mariadb <<EOF
 CREATE DATABASE IF NOT EXISTS ${DB_NAME};
