@@ -7,10 +7,18 @@ STAMP := $(VENV)/.mastif-installed
 CORES ?= 2
 TORCH_VERSION ?= 2.13.0
 CHROMIUM ?= /usr/bin/chromium
-# llama.cpp for a portable x86-64 CPU (AVX2/FMA/F16C), not -march=native: where the CPU
-# reports AMX but the sandbox kernel does not grant it, a native build dies with SIGILL
-# (tilezero) on its first completion (seen on these machines)
-LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+# llama.cpp for the instruction sets /proc/cpuinfo lists, but never AMX: where the CPU
+# reports AMX and the sandbox kernel does not grant it, a -march=native build dies with
+# SIGILL (tilezero) on its first completion (seen on these machines). Elsewhere: native.
+ifeq ($(shell uname -m),x86_64)
+CPU_FLAGS := $(shell grep -m1 '^flags' /proc/cpuinfo)
+has = $(if $(filter $(1),$(CPU_FLAGS)),ON,OFF)
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=$(call has,avx) -DGGML_AVX2=$(call has,avx2) \
+	-DGGML_FMA=$(call has,fma) -DGGML_F16C=$(call has,f16c) -DGGML_BMI2=$(call has,bmi2) \
+	-DGGML_AVX_VNNI=$(call has,avx_vnni) -DGGML_AVX512=$(call has,avx512f) \
+	-DGGML_AVX512_VBMI=$(call has,avx512vbmi) -DGGML_AVX512_VNNI=$(call has,avx512_vnni) \
+	-DGGML_AVX512_BF16=$(call has,avx512_bf16)
+endif
 LLAMA_CPP_VERSION := $(shell sed -n 's/.*"llama-cpp-python\[server\]==\([0-9.]*\)".*/\1/p' pyproject.toml)
 
 .PHONY: setup run test lint dry-run clean
