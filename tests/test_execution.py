@@ -59,7 +59,7 @@ def proxied_config(base_config, proxy_url: str, alias: str, **execution):
 def test_faults_on_a_third_of_the_calls_lose_and_duplicate_no_run(
     smollm2_server, base_config, tmp_path
 ):
-    tasks = load_tasks("builtin")[:6]
+    tasks = load_tasks("builtin")[:8]
     # One request at a time reaches the model (llama.cpp serves one at a time anyway: more
     # would queue there and count against the request timeout on a slow machine); three
     # runs are in flight. A hang outlasts the request timeout, so it is retried as one.
@@ -72,6 +72,12 @@ def test_faults_on_a_third_of_the_calls_lose_and_duplicate_no_run(
         )  # fmt: skip
         cfg["tools"] = ["sympy", "datetime"]
         cfg["generation"].update(max_tokens=24, timeout_s=300)
+        # two short calls per run (no tool list, no growing history), so a good call stays
+        # far below the request timeout even on a loaded 2-core machine: llama.cpp goes on
+        # with a request the gateway gave up on, and a retry queues behind it
+        cfg["workflow"]["nodes"] = [
+            n for n in cfg["workflow"]["nodes"] if n["name"] in ("navigate", "report")
+        ]
         config = parse_config(cfg)
         checkpoint = tmp_path / "ck" / "1-of-1.jsonl"
         traces = execute_stack(
@@ -85,10 +91,11 @@ def test_faults_on_a_third_of_the_calls_lose_and_duplicate_no_run(
     assert len({t.run_id for t in traces}) == len(tasks)
     for t in traces:
         assert t.status == "ok" or t.error_class in CLASSIFIED, (t.status, t.error_message)
-    assert sum(t.status == "ok" for t in traces) >= len(tasks) // 2
+    outcomes = [(t.status, t.error_class, t.error_message, round(t.wall_seconds)) for t in traces]
+    assert sum(t.status == "ok" for t in traces) >= len(tasks) // 2, (outcomes, proxy.counts)
     # every request the proxy saw is an attempt of a recorded call: nothing unaccounted
     calls = [c for t in traces for c in t.llm_calls]
-    assert sum(c.attempts for c in calls) == proxy.requests
+    assert sum(c.attempts for c in calls) == proxy.requests, (outcomes, proxy.counts)
     assert any(c.attempts > 1 for c in calls)
     assert all(c.error is None for t in traces if t.status == "ok" for c in t.llm_calls)
     # the checkpoint holds each run once
