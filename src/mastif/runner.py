@@ -375,6 +375,7 @@ async def _run_all(
             gateway.volatile[origin] = "sandbox.mastif.invalid"
         tools = web.tools(list(config.tools))
         async with open_protocol(stack.protocol, tools, agents, agent_work) as protocol:
+            http = GatewayClients.open(concurrency)
 
             async def one(unit: RunUnit) -> None:
                 async with semaphore:
@@ -385,7 +386,6 @@ async def _run_all(
                 results.append(trace)
                 progress.finished(trace)
 
-            http = GatewayClients.open(concurrency)
             try:
                 await asyncio.gather(*(one(u) for u in todo))
             finally:

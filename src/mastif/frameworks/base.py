@@ -62,7 +62,9 @@ class GatewayClients:
     A framework's model client builds its own httpx clients by default, and each builds an
     SSL context (loading the CA bundle: ~18 ms) even for our plain-HTTP loopback gateway;
     per node visit that was most of the job's CPU at high concurrency (bench/concurrency.py).
-    The async client belongs to the job's event loop; the sync one is thread-safe (CrewAI).
+    The async client belongs to the job's event loop. LangGraph/LangChain and Semantic
+    Kernel use them (SK without closing them); CrewAI keeps clients of its own, because its
+    adapter closes them to stop a timed-out crew.
     """
 
     sync: httpx.Client
