@@ -234,7 +234,7 @@ def test_hamilton_tie_goes_to_first_sorted_key() -> None:
     # Zeta and Alpha tie at remainder 0.5 and sorted order gives it to Alpha, not the bigger Zeta.
     tasks = population({"Zeta": 5, "Alpha": 3, "Mid": 2})
     sample, df = stratified_sample(tasks, 5, ["domain"], seed=0)
-    assert df.columns == ["stratum", "domain", "population", "quota", "sampled"]
+    assert df.columns == ["stratum", "domain", "population", "quota", "minimum", "sampled"]
     assert df["stratum"].to_list() == ["Alpha", "Mid", "Zeta"]
     assert df["population"].to_list() == [3, 2, 5]
     assert df["quota"].to_list() == [1.5, 1.0, 2.5]
@@ -342,8 +342,8 @@ def test_min_per_stratum_is_capped_and_redistributed() -> None:
 
 def test_empty_strata_is_simple_random_sample(builtin: list[Task]) -> None:
     sample, df = stratified_sample(builtin, 6, [], seed=11)
-    assert df.columns == ["stratum", "population", "quota", "sampled"]
-    assert df.row(0) == ("all", len(builtin), 6.0, 6)
+    assert df.columns == ["stratum", "population", "quota", "minimum", "sampled"]
+    assert df.row(0) == ("all", len(builtin), 6.0, 0, 6)
     assert ids(sample) == sorted(ids(sample)) and len(set(ids(sample))) == 6
 
 

@@ -20,7 +20,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(exc, file=sys.stderr)
         return 2
     stacks = cfg.stacks()
-    print(f"{args.config}: valid; {len(stacks)} stack(s) x {cfg.tasks.sample_size} task(s)")
+    runs = len(stacks) * cfg.tasks.sample_size * cfg.repeats
+    print(
+        f"{args.config}: valid; {len(stacks)} stack(s) x {cfg.tasks.sample_size} task(s) "
+        f"x {cfg.repeats} repeat(s) = {runs:,} runs"
+    )
     for s in stacks:
         print(f"  {s.path}")
     return 0

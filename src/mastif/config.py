@@ -56,6 +56,10 @@ PROVIDER_PRESETS: dict[str, dict[str, str | None]] = {
 }
 
 
+#: task sources read from a local file (``tasks.path``)
+PATH_SOURCES = ("jsonl", "file", "online_mind2web")
+
+
 class ConfigError(ValueError):
     """The experiment config is invalid; the message names the offending key."""
 
@@ -96,6 +100,7 @@ class JudgeSpec(_Frozen):
     max_tokens: int
     attempts: int
     seed: int
+    reference_guided: bool
 
 
 class ValuesSpec(_Frozen):
@@ -108,12 +113,23 @@ class StatsSpec(_Frozen):
     p_adjust: str
 
 
+class HubSpec(_Frozen):
+    repo_id: str
+    revision: str
+    endpoint: str | None
+    archive_password_env: str
+
+
 class TaskSpec(_Frozen):
-    source: Literal["builtin", "sandbox", "jsonl"]
+    source: Literal["builtin", "sandbox", "jsonl", "file", "online_mind2web", "mind2web"]
     path: str | None
+    format: Literal["json", "jsonl", "csv", "parquet"] | None
+    columns: dict[str, str]
+    splits: tuple[str, ...]
+    hub: HubSpec
     sample_size: int
     strata: tuple[str, ...]
-    min_per_stratum: int
+    min_per_stratum: int | None
     seed: int
 
 
@@ -292,8 +308,17 @@ def _check_references(data: dict[str, Any], base_dir: Path) -> None:
                 f"models.{mid}.base_url: required for provider openai_compatible "
                 f"(or set a preset: {sorted(PROVIDER_PRESETS)})"
             )
-    if data["tasks"]["source"] == "jsonl" and not data["tasks"]["path"]:
-        raise ConfigError("tasks.path: required when tasks.source is jsonl")
+    tasks = data["tasks"]
+    if tasks["source"] in PATH_SOURCES and not tasks["path"]:
+        raise ConfigError(f"tasks.path: required when tasks.source is {tasks['source']}")
+    if tasks["source"] not in PATH_SOURCES and tasks["path"]:
+        raise ConfigError(
+            f"tasks.path: only for tasks.source {', '.join(PATH_SOURCES)}, not {tasks['source']}"
+        )
+    if tasks["source"] in PATH_SOURCES and not resolve_path(tasks["path"], base_dir).is_file():
+        raise ConfigError(f"tasks.path: file not found: {resolve_path(tasks['path'], base_dir)}")
+    if tasks["columns"] and tasks["source"] != "file":
+        raise ConfigError("tasks.columns: only for tasks.source file")
     workflow = data["workflow"]
     if workflow["shape"] == "hierarchical":
         nodes = workflow["nodes"]

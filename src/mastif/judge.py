@@ -87,15 +87,25 @@ def _clip(text: str | None, n: int) -> str:
     return text if len(text) <= n else text[:n] + " ...[cut]"
 
 
-def build_messages(run: dict[str, Any], task: dict[str, Any], rubric: str) -> list[dict[str, str]]:
-    """The judge's view of one run: task, reasoning per node, tool calls, final answer."""
+def build_messages(
+    run: dict[str, Any], task: dict[str, Any], rubric: str, *, reference_guided: bool = True
+) -> list[dict[str, str]]:
+    """The judge's view of one run: task, reasoning per node, tool calls, final answer.
+
+    With ``reference_guided`` (config ``judge.reference_guided``) the judge also sees the
+    task's reference steps (Mind2Web's ``action_reprs``), or, for sources that give only
+    their number (Online-Mind2Web's ``reference_length``), how many steps a person needed.
+    """
+    where = " / ".join(str(x) for x in (task.get("domain"), task.get("subdomain")) if x)
     lines = [
-        f"Website: {task['website']} ({task['domain']} / {task['subdomain']})",
+        f"Website: {task['website']}" + (f" ({where})" if where else ""),
         f"Task: {task['confirmed_task']}",
     ]
-    if task.get("reference_steps"):
+    if reference_guided and task.get("reference_steps"):
         lines.append("Reference steps a person took (for orientation, not required verbatim):")
         lines += [f"  - {s}" for s in task["reference_steps"]]
+    elif reference_guided and task.get("reference_length"):
+        lines.append(f"A person needed {task['reference_length']} steps for this task.")
     lines.append(f"Run status: {run['status']}" + (
         f" ({run['error_class']}: {_clip(run['error_message'], 200)})" if run["error_class"] else ""
     ))  # fmt: skip
@@ -128,6 +138,8 @@ class JudgeSettings:
     max_tokens: int
     attempts: int
     seed: int
+    #: show the judge the task's reference steps when it has them
+    reference_guided: bool = True
 
 
 def judge_one(
@@ -223,7 +235,10 @@ def judge_runs(
             raise KeyError(
                 f"run {run['run_id']} refers to task {run['task_id']!r}, not in the tasks table"
             )
-        fields = judge_one(gateway, run["run_id"], build_messages(run, task, rubric), settings)
+        messages = build_messages(
+            run, task, rubric, reference_guided=settings.reference_guided
+        )
+        fields = judge_one(gateway, run["run_id"], messages, settings)
         rows.append(
             {
                 "run_id": run["run_id"],

@@ -141,8 +141,9 @@ def render_prompt(
     text = node.template.format(
         task=task.confirmed_task,
         website=task.website,
-        domain=task.domain,
-        subdomain=task.subdomain,
+        # a source without domains (Online-Mind2Web) says so rather than printing None
+        domain=task.domain or "unspecified",
+        subdomain=task.subdomain or "unspecified",
         step=step,
         max_steps=max_steps,
         history=format_history(outputs, tool_calls),

@@ -77,10 +77,16 @@ def get_final_outputs():
 
 
 def get_task_source_files(wildcards):
-    """The task files are inputs, so editing one resamples."""
+    """The task files are inputs, so editing one resamples.
+
+    Mind2Web comes from the hub (repo and revision are params), so planning never touches
+    the network.
+    """
     tasks = config["tasks"]
-    if tasks["source"] == "jsonl":
+    if tasks["source"] in ("jsonl", "file", "online_mind2web"):
         return [tasks["path"]]
+    if tasks["source"] == "mind2web":
+        return []
     if tasks["source"] == "sandbox":
         return sorted(glob.glob("resources/sandbox/tasks/*.jsonl"))
     return ["resources/tasks/builtin.jsonl"]

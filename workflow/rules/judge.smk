@@ -20,5 +20,6 @@ rule judge_runs:
         max_tokens=config["judge"]["max_tokens"],
         attempts=config["judge"]["attempts"],
         seed=config["judge"]["seed"],
+        reference_guided=config["judge"]["reference_guided"],
     script:
         "../scripts/judge_runs.py"

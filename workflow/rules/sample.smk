@@ -4,12 +4,17 @@ rule sample_tasks:
     output:
         tasks="results/tasks.parquet",
         allocation="results/tasks_allocation.parquet",
+        allocation_csv="results/tasks_allocation.csv",
     log:
         "logs/sample_tasks/sample_tasks.log",
     conda:
         "../envs/mastif.yaml"
     params:
         source=config["tasks"]["source"],
+        format=config["tasks"]["format"],
+        columns=config["tasks"]["columns"],
+        splits=config["tasks"]["splits"],
+        hub=config["tasks"]["hub"],
         sample_size=config["tasks"]["sample_size"],
         strata=config["tasks"]["strata"],
         min_per_stratum=config["tasks"]["min_per_stratum"],

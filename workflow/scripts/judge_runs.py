@@ -13,7 +13,9 @@ setup_model_job(snakemake.log.run)
 
 config = parse_config(snakemake.config, base_dir=Path.cwd())
 p = snakemake.params
-settings = JudgeSettings(p.judge_model, p.temperature, p.max_tokens, p.attempts, p.seed)
+settings = JudgeSettings(
+    p.judge_model, p.temperature, p.max_tokens, p.attempts, p.seed, p.reference_guided
+)
 runs = pl.read_parquet(snakemake.input.runs)
 tasks = pl.read_parquet(snakemake.input.tasks)
 spec = config.models[p.judge_model]

@@ -1,18 +1,25 @@
-"""Bridge: draw the stratified task sample (see mastif.tasks.sampling)."""
+"""Bridge: load the configured task source and draw the stratified sample (mastif.tasks)."""
 
 import logging
 
-from mastif.tasks import stratified_sample, tasks_to_frame
+from mastif.tasks import load_tasks, stratified_sample, tasks_to_frame
 from mastif.tasks.loaders import load_task_files
 
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)
 
 p = snakemake.params
-# the rule's inputs are the task files for every source (builtin, sandbox: files in resources/)
-population = load_task_files(snakemake.input.tasks)
+if p.source in ("builtin", "sandbox", "jsonl"):
+    # their files are the rule's inputs (for builtin and sandbox: files in resources/)
+    population = load_task_files(snakemake.input.tasks)
+else:
+    path = snakemake.input.tasks[0] if snakemake.input.tasks else None
+    population = load_tasks(
+        p.source, path, format=p.format, columns=p.columns, splits=p.splits, hub=p.hub
+    )
 sample, allocation = stratified_sample(
     population, p.sample_size, list(p.strata), p.seed, min_per_stratum=p.min_per_stratum
 )
 tasks_to_frame(sample).write_parquet(snakemake.output.tasks)
 allocation.write_parquet(snakemake.output.allocation)
+allocation.write_csv(snakemake.output.allocation_csv)
 logging.info("sampled %d of %d tasks\n%s", len(sample), len(population), allocation)

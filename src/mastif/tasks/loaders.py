@@ -1,9 +1,12 @@
 """Load task sets into validated :class:`~mastif.tasks.model.Task` lists.
 
 Sources: ``"builtin"`` (the offline set shipped in ``resources/tasks/builtin.jsonl``),
-``"jsonl"`` (any file in the same format) and ``"sandbox"`` (the tasks on the offline web
+``"jsonl"`` (any file in the same format), ``"sandbox"`` (the tasks on the offline web
 sandbox: every ``resources/sandbox/tasks/*.jsonl`` in sorted file-name order, concatenated;
-a ``task_id`` may appear only once across all of them). A bad task set must stop a run
+a ``task_id`` may appear only once across all of them), ``"file"`` (a JSON, JSONL, CSV or
+Parquet table read through a column mapping, :mod:`mastif.tasks.records`),
+``"online_mind2web"`` (a JSON list in the Online-Mind2Web format) and ``"mind2web"``
+(the Hugging Face hub, :mod:`mastif.tasks.hub`). A bad task set must stop a run
 before any model is called, so every problem is reported with the file and line it came
 from, including a task whose success ``check`` is malformed (checked with
 :func:`mastif.sandbox.checks.validate_check` at load, not first at scoring time).
@@ -13,17 +16,26 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
+from mastif.tasks.files import TableError, read_records
+from mastif.tasks.hub import HubError, load_mind2web
 from mastif.tasks.model import Task
+from mastif.tasks.records import (
+    RecordError,
+    check_columns,
+    online_mind2web_record,
+    tasks_from_records,
+)
 
 RESOURCES_ENV = "MASTIF_RESOURCES"
 BUILTIN_TASKS = Path("tasks") / "builtin.jsonl"
 SANDBOX_TASKS = Path("sandbox") / "tasks"
-SOURCES = ("builtin", "jsonl", "sandbox")
+SOURCES = ("builtin", "jsonl", "sandbox", "file", "online_mind2web", "mind2web")
 
 
 class TaskLoadError(ValueError):
@@ -43,13 +55,35 @@ def resources_dir() -> Path:
     return Path(__file__).resolve().parents[3] / "resources"
 
 
-def load_tasks(source: str, path: str | None = None) -> list[Task]:
-    """Load tasks from ``source`` (``"builtin"``, ``"sandbox"`` or ``"jsonl"``; only the
-    last takes ``path``).
+def load_tasks(
+    source: str,
+    path: str | None = None,
+    *,
+    format: str | None = None,
+    columns: Mapping[str, str] | None = None,
+    splits: Sequence[str] = ("train",),
+    hub: Mapping[str, Any] | None = None,
+) -> list[Task]:
+    """Load tasks from ``source`` (see the module docstring); ``jsonl``, ``file`` and
+    ``online_mind2web`` take ``path``, ``file`` also ``format`` and ``columns``, and
+    ``mind2web`` takes ``splits`` and ``hub`` (``repo_id``, ``revision``, ``endpoint``,
+    ``archive_password_env``).
 
     Raises ``ValueError`` for an unknown source or a wrong ``path`` argument and
-    :class:`TaskLoadError` (a ``ValueError``) for invalid files. Order is file order.
+    :class:`TaskLoadError` (a ``ValueError``) for invalid files or an unavailable hub
+    dataset. Order is file order.
     """
+    if source in ("file", "online_mind2web"):
+        if not path:
+            raise ValueError(f"source {source!r} needs a path")
+        return _read_table(Path(path), source, format, columns or {})
+    if source == "mind2web":
+        if path is not None:
+            raise ValueError("source 'mind2web' takes no path; use source 'file' for a local copy")
+        try:
+            return load_mind2web(tuple(splits), **dict(hub or {}))
+        except HubError as exc:
+            raise TaskLoadError(str(exc)) from exc
     if source == "builtin":
         if path is not None:
             raise ValueError("source 'builtin' takes no path; use source 'jsonl' for a file")
@@ -63,6 +97,21 @@ def load_tasks(source: str, path: str | None = None) -> list[Task]:
             raise ValueError("source 'sandbox' takes no path; use source 'jsonl' for a file")
         return _read_sandbox(resources_dir() / SANDBOX_TASKS)
     raise ValueError(f"unknown task source {source!r}; expected one of {', '.join(SOURCES)}")
+
+
+def _read_table(
+    path: Path, source: str, fmt: str | None, columns: Mapping[str, str]
+) -> list[Task]:
+    """A local table; Online-Mind2Web's is a JSON list whose ``website`` is a URL."""
+    try:
+        records, available = read_records(path, "json" if source == "online_mind2web" else fmt)
+        check_columns(columns, available, str(path))
+        if source == "online_mind2web":
+            records = [(w, online_mind2web_record(r) if isinstance(r, dict) else r)
+                       for w, r in records]  # fmt: skip
+        return tasks_from_records(records, columns)
+    except (TableError, RecordError) as exc:
+        raise TaskLoadError(str(exc)) from exc
 
 
 def _read_sandbox(directory: Path) -> list[Task]:

@@ -52,8 +52,9 @@ class Task(BaseModel):
     * with reference steps, the level is derived by :func:`level_for_steps`; an explicit
       ``level`` in the record must agree, otherwise validation fails (a mismatch means the
       record or the thresholds are wrong, and silently picking one would hide that);
-    * without reference steps, the explicit ``level`` is used; if there is none either,
-      validation fails, because every task must be stratifiable by difficulty.
+    * without reference steps, the explicit ``level`` is used (Online-Mind2Web labels
+      its tasks itself), else the level of ``reference_length`` steps; if there is
+      neither, validation fails, because every task must be stratifiable by difficulty.
 
     ``n_steps`` is computed. It is accepted on input (so ``model_dump()`` round-trips and
     frames can be read back) but must equal ``len(reference_steps)``.
@@ -66,9 +67,14 @@ class Task(BaseModel):
     task_id: NonEmptyStr
     confirmed_task: NonEmptyStr
     website: NonEmptyStr
-    domain: NonEmptyStr
-    subdomain: NonEmptyStr
+    #: ``None``: the source does not say (Online-Mind2Web has no domain or subdomain);
+    #: stratifying on such an attribute is an error (see :mod:`mastif.tasks.sampling`)
+    domain: NonEmptyStr | None = None
+    subdomain: NonEmptyStr | None = None
     reference_steps: list[NonEmptyStr] = []
+    #: steps a person needed, for sources that give the count but not the steps
+    #: (Online-Mind2Web's ``reference_length``); with steps it must equal their number
+    reference_length: int | None = None
     level: Level
     #: where the agent starts: a path on the offline sandbox (``/shop/``) or an absolute URL
     start_url: str | None = None
@@ -92,6 +98,11 @@ class Task(BaseModel):
         given_n = data.pop("n_steps", None)
         if given_n is not None and given_n != len(steps):
             raise ValueError(f"n_steps={given_n!r} disagrees with {len(steps)} reference_steps")
+        length = data.get("reference_length")
+        if steps and length is not None and length != len(steps):
+            raise ValueError(
+                f"reference_length={length!r} disagrees with {len(steps)} reference_steps"
+            )
         given_level = data.get("level")
         if steps:
             derived = level_for_steps(len(steps))
@@ -102,7 +113,13 @@ class Task(BaseModel):
                 )
             data["level"] = derived
         elif given_level is None:
-            raise ValueError("task has no reference_steps and no level; cannot tell difficulty")
+            if isinstance(length, int) and not isinstance(length, bool) and length >= 1:
+                data["level"] = level_for_steps(length)
+            else:
+                raise ValueError(
+                    "task has no reference_steps, no reference_length and no level; "
+                    "cannot tell difficulty"
+                )
         return data
 
     @computed_field  # type: ignore[prop-decorator]
@@ -126,6 +143,7 @@ TASK_SCHEMA: dict[str, pl.DataType] = {
     "level": pl.String(),
     "n_steps": pl.Int64(),
     "reference_steps": pl.List(pl.String()),
+    "reference_length": pl.Int64(),
     "start_url": pl.String(),
     "check": pl.String(),  # JSON: a check is a small tree whose shape varies by kind
 }
@@ -149,7 +167,8 @@ def tasks_from_frame(df: pl.DataFrame) -> list[Task]:
     more); each row is re-validated, so a level or ``n_steps`` that no longer matches the
     steps fails loudly. ``level`` and ``n_steps`` are optional columns.
     """
-    required = [c for c in TASK_SCHEMA if c not in ("level", "n_steps", "start_url", "check")]
+    optional = ("level", "n_steps", "reference_length", "start_url", "check")
+    required = [c for c in TASK_SCHEMA if c not in optional]
     missing = [c for c in required if c not in df.columns]
     if missing:
         raise ValueError(f"task frame is missing columns: {', '.join(missing)}")

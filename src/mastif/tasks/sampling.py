@@ -36,7 +36,7 @@ def stratified_sample(
     strata: list[str],
     seed: int,
     *,
-    min_per_stratum: int = 0,
+    min_per_stratum: int | None = 0,
 ) -> tuple[list[Task], pl.DataFrame]:
     """Draw ``n`` tasks with proportional allocation over ``strata``.
 
@@ -59,13 +59,23 @@ def stratified_sample(
     salted built-in ``hash`` — so a seed gives the same sample on every run, machine and
     input order, and strata draw independently of one another.
 
+    ``min_per_stratum=None`` ("represent every stratum that can be"): 1 when ``n`` is at
+    least the number of strata, else 0 (then the strata with the largest quotas are the
+    ones represented, by the rule above).
+
+    Every task must have a value for every stratum attribute: a source without domains
+    (Online-Mind2Web) cannot be stratified by domain, and saying so beats putting all its
+    tasks in one "None" stratum.
+
     ``strata=[]`` is a simple random sample (one stratum). Returns the sample sorted by
     (strata values..., task_id) and an allocation frame with columns ``stratum``
     (values joined by ``|``, ``"all"`` without strata), one column per stratum attribute,
-    ``population``, ``quota`` (exact proportional quota) and ``sampled``.
+    ``population``, ``quota`` (exact proportional quota), ``minimum`` (the floor
+    applied, capped at the population) and ``sampled``.
 
     Raises ``ValueError`` if ``n <= 0``, ``n`` exceeds the population, a stratum
-    attribute is unknown or repeated, task ids are duplicated, or the minimums exceed n.
+    attribute is unknown or repeated, task ids are duplicated, the minimums exceed n, or
+    a task has no value for a stratum attribute.
     """
     pool = sorted(tasks, key=lambda t: t.task_id)
     _check_args(pool, n, strata, min_per_stratum)
@@ -75,7 +85,8 @@ def stratified_sample(
         groups.setdefault(tuple(getattr(task, s) for s in strata), []).append(task)
     keys = sorted(groups)
     populations = {k: len(groups[k]) for k in keys}
-    allocation = _allocate(n, populations, min_per_stratum)
+    minimum = min_per_stratum if min_per_stratum is not None else int(n >= len(keys))
+    allocation = _allocate(n, populations, minimum)
 
     sample: list[Task] = []
     for key in keys:
@@ -90,6 +101,7 @@ def stratified_sample(
             **dict(zip(strata, key, strict=True)),
             "population": populations[key],
             "quota": n * populations[key] / total,
+            "minimum": min(minimum, populations[key]),
             "sampled": allocation[key],
         }
         for key in keys
@@ -116,8 +128,16 @@ def _check_args(pool: list[Task], n: int, strata: list[str], min_per_stratum: in
     if len(set(ids)) != len(ids):
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         raise ValueError(f"duplicate task_id in sampling input: {', '.join(dupes)}")
-    if min_per_stratum < 0:
+    if min_per_stratum is not None and min_per_stratum < 0:
         raise ValueError(f"min_per_stratum must be >= 0, got {min_per_stratum}")
+    for name in strata:
+        empty = [t.task_id for t in pool if getattr(t, name) in (None, "")]
+        if empty:
+            raise ValueError(
+                f"stratum attribute {name!r} is empty for {len(empty)} of {len(pool)} tasks "
+                f"(e.g. {', '.join(empty[:3])}): the task source does not give it; stratify "
+                "on attributes every task has (Online-Mind2Web: website, level)"
+            )
 
 
 def _allocate(n: int, populations: dict[StratumKey, int], minimum: int) -> dict[StratumKey, int]:
