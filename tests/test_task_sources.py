@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import re
 import shutil
 import subprocess
 import threading
@@ -386,3 +387,35 @@ def test_the_judge_gets_the_reference_length_when_a_source_has_no_steps() -> Non
     text = build_messages(RUN, task, "rubric")[1]["content"]
     assert "A person needed 12 steps" in text
     assert "Website: bigmart.example\n" in text  # no "(None / None)"
+
+
+# -- config ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tasks", "message"),
+    [
+        ({"source": "file"}, "tasks.path: required when tasks.source is file"),
+        ({"source": "file", "path": "no/such.csv"}, "tasks.path: file not found"),
+        ({"source": "mind2web", "path": "x.json"}, "tasks.path: only for tasks.source"),
+        (
+            {"source": "sandbox", "columns": {"task_id": "id"}},
+            "tasks.columns: only for tasks.source file",
+        ),
+        ({"source": "mind2web", "splits": ["dev"]}, "tasks.splits.0"),
+        (
+            {"source": "file", "path": "tests/fixtures/tasks/local_tasks.csv",
+             "columns": {"taskid": "id"}},
+            "tasks.columns",
+        ),  # fmt: skip
+        ({"source": "mind2web", "hub": {"repo": "x"}}, "tasks.hub"),
+    ],
+)
+def test_bad_task_config_is_named_before_anything_runs(
+    base_config: dict, tasks: dict, message: str
+) -> None:
+    from mastif.config import ConfigError, parse_config
+
+    base_config["tasks"] = {**base_config["tasks"], **tasks}
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        parse_config(base_config, base_dir=Path(__file__).resolve().parents[1])
