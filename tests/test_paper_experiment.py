@@ -70,7 +70,9 @@ def test_the_paper_config_is_the_papers_experiment() -> None:
     assert sorted(cfg.required_envvars()) == ["HF_TOKEN", "OPENAI_API_KEY"]
 
 
-def test_dry_run_plans_36_stacks_and_10800_runs_offline(pipeline_copy: Path, tmp_path: Path) -> None:
+def test_dry_run_plans_36_stacks_and_10800_runs_offline(
+    pipeline_copy: Path, tmp_path: Path
+) -> None:
     """With the sample cached in results/tasks.parquet, planning needs no hub."""
     tasks = [
         Task(
@@ -103,7 +105,9 @@ def test_dry_run_plans_36_stacks_and_10800_runs_offline(pipeline_copy: Path, tmp
     assert "36 stack(s) x 300 task(s) x 1 repeat(s) = 10,800 runs" in validate.stdout
 
 
-def test_sample_tasks_draws_mind2web_from_the_hub_cache(pipeline_copy: Path, tmp_path: Path) -> None:
+def test_sample_tasks_draws_mind2web_from_the_hub_cache(
+    pipeline_copy: Path, tmp_path: Path
+) -> None:
     env = offline_env(tmp_path)
     make_hub_cache(Path(env["HF_HUB_CACHE"]))
     small = pipeline_copy / "small.yaml"

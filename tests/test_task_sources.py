@@ -334,7 +334,9 @@ def test_every_stratum_that_fits_is_represented_and_the_rest_is_proportional() -
 
 def test_with_more_strata_than_the_sample_pure_proportional_allocation_applies() -> None:
     tasks = mind2web_fixture_tasks()
-    _, allocation = stratified_sample(tasks, 10, ["domain", "subdomain", "level"], 1, min_per_stratum=None)
+    _, allocation = stratified_sample(
+        tasks, 10, ["domain", "subdomain", "level"], 1, min_per_stratum=None
+    )
     assert (allocation["minimum"] == 0).all()
     # Hamilton: floor(10 * N_h / 30) first, then the largest remainders
     assert allocation["sampled"].sum() == 10
@@ -404,8 +406,11 @@ def test_the_judge_gets_the_reference_length_when_a_source_has_no_steps() -> Non
         ),
         ({"source": "mind2web", "splits": ["dev"]}, "tasks.splits.0"),
         (
-            {"source": "file", "path": "tests/fixtures/tasks/local_tasks.csv",
-             "columns": {"taskid": "id"}},
+            {
+                "source": "file",
+                "path": "tests/fixtures/tasks/local_tasks.csv",
+                "columns": {"taskid": "id"},
+            },
             "tasks.columns",
         ),  # fmt: skip
         ({"source": "mind2web", "hub": {"repo": "x"}}, "tasks.hub"),

@@ -113,7 +113,9 @@ def _download(
             f"access ({token_note}); check tasks.hub.repo_id"
         ) from exc
     except RevisionNotFoundError as exc:
-        raise HubError(f"{what}: the hub has no revision {revision!r} (tasks.hub.revision)") from exc
+        raise HubError(
+            f"{what}: the hub has no revision {revision!r} (tasks.hub.revision)"
+        ) from exc
     except LocalEntryNotFoundError as exc:
         raise HubError(
             f"{what} is not in the local Hugging Face cache and the hub cannot be reached "
@@ -180,7 +182,9 @@ def _archive_records(
         for info in members:
             key = _key(str(archive.resolve()), info.filename, info.CRC, info.file_size)
             items = _cached(key, lambda i=info: _read_member(zf, i, password_env), archive)
-            out += [(f"{split}/{Path(info.filename).name}:item {n}", r) for n, r in enumerate(items)]
+            out += [
+                (f"{split}/{Path(info.filename).name}:item {n}", r) for n, r in enumerate(items)
+            ]
     return out
 
 
@@ -203,7 +207,9 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, password_env: str) 
     except RuntimeError as exc:  # zipfile's wrong-password error
         raise HubError(f"{info.filename}: cannot decrypt with ${password_env}: {exc}") from exc
     except NotImplementedError as exc:  # e.g. AES encryption, which zipfile cannot read
-        raise HubError(f"{info.filename}: {exc}; unpack test.zip with 7-Zip and use tasks.source: file") from exc
+        raise HubError(
+            f"{info.filename}: {exc}; unpack test.zip with 7-Zip and use tasks.source: file"
+        ) from exc
     return orjson.loads(data)
 
 

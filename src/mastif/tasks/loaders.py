@@ -99,9 +99,7 @@ def load_tasks(
     raise ValueError(f"unknown task source {source!r}; expected one of {', '.join(SOURCES)}")
 
 
-def _read_table(
-    path: Path, source: str, fmt: str | None, columns: Mapping[str, str]
-) -> list[Task]:
+def _read_table(path: Path, source: str, fmt: str | None, columns: Mapping[str, str]) -> list[Task]:
     """A local table; Online-Mind2Web's is a JSON list whose ``website`` is a URL."""
     try:
         records, available = read_records(path, "json" if source == "online_mind2web" else fmt)
