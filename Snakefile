@@ -1,6 +1,7 @@
 # mastif: compare agent technology stacks (model x protocol x framework) on web tasks.
 # The DAG: sample_tasks -> execute_stack (one job per stack) -> judge_runs + tag_values
-# -> aggregate_metrics -> test_factors -> plots, tables, report.
+# -> aggregate_metrics -> test_factors -> plots, tables, report. With import.mastif_log set,
+# import_mastif_log (a log of the original MASTIF) replaces sample_tasks and execute_stack.
 
 
 configfile: "config/config.yaml"
@@ -10,8 +11,18 @@ report: "workflow/report/workflow.rst"
 
 
 include: "workflow/rules/common.smk"
-include: "workflow/rules/sample.smk"
-include: "workflow/rules/execute.smk"
+
+
+if IMPORTING:
+
+    include: "workflow/rules/import.smk"
+
+else:
+
+    include: "workflow/rules/sample.smk"
+    include: "workflow/rules/execute.smk"
+
+
 include: "workflow/rules/judge.smk"
 include: "workflow/rules/values.smk"
 include: "workflow/rules/metrics.smk"

@@ -424,3 +424,22 @@ def test_bad_task_config_is_named_before_anything_runs(
     base_config["tasks"] = {**base_config["tasks"], **tasks}
     with pytest.raises(ConfigError, match=re.escape(message)):
         parse_config(base_config, base_dir=Path(__file__).resolve().parents[1])
+
+
+def test_a_shard_written_before_the_import_columns_still_gathers(tmp_path: Path) -> None:
+    """Shards of an interrupted run from before the schema grew are read with defaults."""
+    import pyarrow.parquet as pq
+
+    from mastif.trace import RUN_SCHEMA, RunTrace, gather_runs, runs_to_table
+
+    run = RunTrace(
+        run_id="r1", experiment="e", model="m", protocol="standard", framework="langgraph",
+        task_id="t", task_text="x", website="w", domain=None, level="easy", status="ok",
+        error_class=None, error_message=None, final_answer="a",
+    )  # fmt: skip
+    old = runs_to_table([run]).drop_columns(["origin", "tokens_estimated", "import_meta"])
+    pq.write_table(old, tmp_path / "old.parquet")
+    table = gather_runs([str(tmp_path / "old.parquet")])
+    assert table.schema == RUN_SCHEMA
+    row = table.to_pylist()[0]
+    assert (row["origin"], row["tokens_estimated"], row["import_meta"]) == ("run", False, None)

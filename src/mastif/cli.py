@@ -1,4 +1,5 @@
-"""The ``mastif`` command: check a config, list the grid, inspect a runs table.
+"""The ``mastif`` command: check a config, list the grid, inspect a runs table, import a log
+of the original MASTIF.
 
 The pipeline itself runs with Snakemake (``snakemake --cores 2``); this command is for the
 small things around it.
@@ -19,6 +20,18 @@ def cmd_validate(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+    if cfg.importing:
+        from mastif.importers import MastifLogError, stacks_in_log
+
+        try:
+            stacks = stacks_in_log(cfg.import_.mastif_log)  # type: ignore[arg-type]
+        except MastifLogError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        print(f"{args.config}: valid; import mode: {len(stacks)} stack(s) from the log")
+        for s in stacks:
+            print(f"  {s.path}")
+        return 0
     stacks = cfg.stacks()
     runs = len(stacks) * cfg.tasks.sample_size * cfg.repeats
     print(
@@ -30,21 +43,53 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import_mastif(args: argparse.Namespace) -> int:
+    from mastif.importers import MastifLogError, read_mastif_log, write_imported
+
+    try:
+        imported = read_mastif_log(args.log)  # checks the whole log before writing anything
+    except MastifLogError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    written = write_imported(imported, Path(args.out))
+    print(imported.summary())
+    print(f"wrote {written[0]} and {len(written) - 1} runs file(s) under {Path(args.out) / 'runs'}")
+    return 0
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     import polars as pl
 
     df = pl.read_parquet(args.parquet)
+
+    def total(col: str) -> pl.Expr:  # null, not 0, when no run recorded it (imported runs)
+        return pl.when(pl.col(col).count() > 0).then(pl.col(col).sum()).alias(col)
+
     summary = df.group_by("model", "protocol", "framework", "status").agg(
         pl.len().alias("runs"),
-        pl.col("prompt_tokens").sum(),
-        pl.col("completion_tokens").sum(),
+        total("prompt_tokens"),
+        total("completion_tokens"),
         pl.col("wall_seconds").mean().round(2).alias("mean_wall_s"),
         pl.col("tool_calls").list.len().sum().alias("tool_calls"),
-        pl.col("protocol_messages").sum(),
-        pl.col("protocol_calls").sum(),
+        total("protocol_messages"),
+        total("protocol_calls"),
     )
     with pl.Config(tbl_rows=100, tbl_cols=20):
         print(summary.sort("model", "protocol", "framework", "status"))
+    return 0
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    from mastif.estimate import estimate_experiment, format_estimate, load_estimate_tasks
+
+    try:
+        cfg = load_config(args.config, base_dir=Path.cwd(), base=args.base)
+        tasks, note = load_estimate_tasks(cfg, Path.cwd(), args.tasks)
+        est = estimate_experiment(cfg, Path.cwd(), args.chars_per_token, tasks, note)
+    except (ConfigError, ValueError, OSError) as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    print(format_estimate(est, args.config))
     return 0
 
 
@@ -62,6 +107,28 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("runs", help="summarise a runs Parquet file")
     p.add_argument("parquet")
     p.set_defaults(func=cmd_runs)
+    p = sub.add_parser(
+        "import-mastif",
+        help="convert a results log of the original MASTIF into runs and tasks Parquet",
+    )
+    p.add_argument("log", help="the MASTIF log (JSON: partial log or final export)")
+    p.add_argument(
+        "--out",
+        required=True,
+        help="directory for tasks.parquet and runs/{model}/{protocol}/{framework}.parquet",
+    )
+    p.set_defaults(func=cmd_import_mastif)
+    p = sub.add_parser(
+        "estimate", help="estimate an experiment's LLM calls, tokens and dollars before running it"
+    )
+    p.add_argument("config", nargs="?", default="config/config.yaml")
+    p.add_argument("--base", default="config/config.yaml",
+                   help="config the file overrides (default: %(default)s)")  # fmt: skip
+    p.add_argument("--chars-per-token", type=float, default=4.0,
+                   help="characters per token of the estimate (default: %(default)s)")  # fmt: skip
+    p.add_argument("--tasks", default=None,
+                   help="tasks Parquet to pick the typical task from, e.g. results/tasks.parquet")  # fmt: skip
+    p.set_defaults(func=cmd_estimate)
     args = parser.parse_args(argv)
     return int(args.func(args))
 

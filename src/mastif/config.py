@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import jsonschema
 import yaml
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = REPO_ROOT / "config" / "schema" / "config.schema.yaml"
@@ -181,6 +181,11 @@ class ExecutionSpec(_Frozen):
     progress: bool
 
 
+class ImportSpec(_Frozen):
+    #: a results log of the original MASTIF to evaluate instead of running stacks
+    mastif_log: str | None
+
+
 class ExperimentConfig(_Frozen):
     experiment: str
     models: dict[str, ModelSpec]
@@ -199,6 +204,12 @@ class ExperimentConfig(_Frozen):
     stats: StatsSpec
     repeats: int
     execution: ExecutionSpec
+    import_: ImportSpec = Field(alias="import")  # `import` is a Python keyword
+
+    @property
+    def importing(self) -> bool:
+        """Import mode: the runs come from ``import.mastif_log``, no stack is executed."""
+        return self.import_.mastif_log is not None
 
     def prompt_format_for(self, protocol: str) -> str | None:
         """The protocol whose message format wraps prompts in this stack, if the flag is on."""
@@ -210,7 +221,10 @@ class ExperimentConfig(_Frozen):
         return self.execution.concurrency or self.models[model_id].options.max_connections
 
     def models_in_use(self) -> list[str]:
-        """The agent models and the judge, in order, once each."""
+        """The agent models and the judge, in order, once each; in import mode only the
+        judge (no agent model is called)."""
+        if self.importing:
+            return [self.judge.model]
         return list(dict.fromkeys([*self.agent_models, self.judge.model]))
 
     def required_envvars(self) -> list[str]:
@@ -289,6 +303,11 @@ def _check_references(data: dict[str, Any], base_dir: Path) -> None:
             raise ConfigError(
                 f"agent_models.{i}: unknown model id {mid!r}; known: {sorted(models)}"
             )
+    mastif_log = data["import"]["mastif_log"]
+    if mastif_log is not None and not resolve_path(mastif_log, base_dir).is_file():
+        raise ConfigError(
+            f"import.mastif_log: file not found: {resolve_path(mastif_log, base_dir)}"
+        )
     judge_model = data["judge"]["model"]
     if judge_model not in models:
         raise ConfigError(f"judge.model: unknown model id {judge_model!r}; known: {sorted(models)}")

@@ -292,11 +292,23 @@ def run_metrics(
     (:func:`protocol_kib`), protocol_s (= protocol_seconds) and model_s (:func:`model_seconds`).
     ``prices`` (model id -> ``{input_per_mtok, output_per_mtok}`` or None) gives cost_usd
     (:func:`run_cost`).
+
+    Runs imported from another tool's log (``docs/import.md``) count their tool calls by that
+    log's tool counts (``tool_log_calls``/``tool_log_ok``) where it has them, since it records
+    no outcome per call; their API-usage columns are null, so V and cost_usd are null, never
+    the log's token estimates; model_s is null when the run's LLM calls were not recorded
+    (``n_llm_calls`` null).
     """
     _check_one_to_one(runs, judged, "judged")
     _check_one_to_one(runs, values, "values")
     failed = pl.col("judge_status") == JUDGE_FAILED
     ok_flags = pl.col("tool_calls").list.eval(pl.element().struct.field("ok").fill_null(False))
+    n_calls = pl.col("tool_calls").list.len().fill_null(0)
+    n_ok = ok_flags.list.sum().fill_null(0)
+    if {"tool_log_calls", "tool_log_ok"} <= set(runs.columns):  # older tables lack them
+        n_calls = pl.coalesce(pl.col("tool_log_calls"), n_calls)
+        n_ok = pl.coalesce(pl.col("tool_log_ok"), n_ok)
+    model_s = pl.when(pl.col("n_llm_calls").is_not_null()).then(model_seconds())
     base = runs.select(
         "run_id",
         *STACK_KEYS,
@@ -306,13 +318,13 @@ def run_metrics(
         "status",
         pl.col("wall_seconds").cast(pl.Float64).alias("CT"),
         pl.col("completion_tokens").cast(pl.Int64).alias("V"),
-        pl.col("tool_calls").list.len().fill_null(0).cast(pl.Int64).alias("n_tool_calls"),
-        ok_flags.list.sum().fill_null(0).cast(pl.Int64).alias("n_tool_ok"),
+        n_calls.cast(pl.Int64).alias("n_tool_calls"),
+        n_ok.cast(pl.Int64).alias("n_tool_ok"),
         pl.col("protocol_messages").cast(pl.Int64),
         pl.col("protocol_calls").cast(pl.Int64),
         protocol_kib().alias("protocol_kib"),
         pl.col("protocol_seconds").cast(pl.Float64).alias("protocol_s"),
-        model_seconds().alias("model_s"),
+        model_s.alias("model_s"),
         pl.col("success").cast(pl.Boolean),
         pl.col("prompt_tokens").cast(pl.Int64),
     )

@@ -3,12 +3,16 @@
 Every cell of the grid fills the same :class:`RunTrace`, so a metric means the same thing
 everywhere. Tokens come from API usage recorded by the gateway, times from clocks, tool
 outcomes from what the tool returned.
+
+Runs imported from another tool's log (``origin`` other than ``"run"``, see
+:mod:`mastif.importers`) fill what that log recorded; a field it did not record is ``None``
+(a null cell), never a made-up 0, and its token counts are estimates in their own columns.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from datetime import datetime
 from typing import Any, Literal
 
@@ -31,10 +35,10 @@ class ToolCall:
     step: int
     name: str
     arguments: str  # JSON text of the arguments exactly as the model produced them
-    ok: bool
+    ok: bool | None  # None: the outcome of this call was not recorded (imported logs only)
     output: str
     error: str | None
-    duration_s: float
+    duration_s: float | None  # None: not recorded (imported logs only)
 
 
 @dataclass
@@ -61,8 +65,8 @@ class RunTrace:
     task_id: str
     task_text: str
     website: str
-    domain: str
-    level: str
+    domain: str | None  # None: the task source gives no domain
+    level: str | None  # None: difficulty unknown (imported tasks)
     status: RunStatus
     error_class: str | None
     error_message: str | None
@@ -70,38 +74,56 @@ class RunTrace:
     node_outputs: list[NodeOutput] = field(default_factory=list)
     tool_calls: list[ToolCall] = field(default_factory=list)
     llm_calls: list[LLMCall] = field(default_factory=list)
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    n_llm_calls: int = 0
+    # API usage summed over llm_calls; None: no API usage recorded (imported runs)
+    prompt_tokens: int | None = 0
+    completion_tokens: int | None = 0
+    n_llm_calls: int | None = 0  # None: the run's LLM calls were not recorded (imported)
     wall_seconds: float = 0.0
     started_at: datetime | None = None
     provider: str = ""
     served_model: str = ""
-    temperature: float = 0.0
-    max_tokens: int = 0
-    max_steps: int = 0
-    max_tool_rounds: int = 0
-    generation_seed: int = 0  # the seed this run's requests carried (config seed + repeat)
-    sampling_seed: int = 0
+    # generation settings; None: not recorded (imported runs)
+    temperature: float | None = 0.0
+    max_tokens: int | None = 0
+    max_steps: int | None = 0
+    max_tool_rounds: int | None = 0
+    generation_seed: int | None = 0  # the seed this run's requests carried (config seed + repeat)
+    sampling_seed: int | None = 0
     repeat: int = 0  # 0 .. repeats-1: the how-manieth run of this task in this stack
-    prompt_hashes: str = "{}"  # JSON: node name -> sha256 of its prompt file
-    workflow_shape: str = "linear"
+    prompt_hashes: str | None = "{}"  # JSON: node name -> sha256 of its prompt file
+    workflow_shape: str | None = "linear"
     prompt_format: bool = False  # node prompts wrapped in the protocol's message format
-    # what the protocol cost this run, measured by its servers (all zero for "standard")
-    protocol_requests: int = 0  # HTTP requests to the protocol's servers
-    protocol_messages: int = 0  # protocol (JSON-RPC) messages, both directions
-    protocol_calls: int = 0  # MCP tools/call served, or A2A messages handled by agents
-    protocol_bytes_sent: int = 0  # request bodies, client -> server
-    protocol_bytes_received: int = 0  # response bodies, server -> client
+    # what the protocol cost this run, measured by its servers (all zero for "standard");
+    # None: not measured (imported runs: the source's own overhead figures are in import_meta)
+    protocol_requests: int | None = 0  # HTTP requests to the protocol's servers
+    protocol_messages: int | None = 0  # protocol (JSON-RPC) messages, both directions
+    protocol_calls: int | None = 0  # MCP tools/call served, or A2A messages handled by agents
+    protocol_bytes_sent: int | None = 0  # request bodies, client -> server
+    protocol_bytes_received: int | None = 0  # response bodies, server -> client
     # time in protocol handling without the work itself: MCP server-side; A2A as the
     # orchestrator waited on its exchanges (client, transport, server) minus the agents' work
-    protocol_seconds: float = 0.0
+    protocol_seconds: float | None = 0.0
     # the task's programmatic check (objective ground truth beside the judge): None when the
     # task has no check, or its check needs the sandbox and the run was on the live web
     success: bool | None = None
     check_detail: str | None = None
     web: str = "sandbox"  # sandbox | live
     web_state: str | None = None  # JSON: the run's sandbox session state at its end
+    # where the row comes from: "run" (executed by this pipeline) or "mastif_log" (imported
+    # from a log of the original MASTIF by mastif.importers.mastif_log)
+    origin: str = "run"
+    # True: the run has no API usage (prompt_tokens/completion_tokens are None); the token
+    # counts it has are the source's re-tokenised estimates in est_* (None when not logged)
+    tokens_estimated: bool = False
+    est_reasoning_tokens: int | None = None
+    est_output_tokens: int | None = None
+    # the answer verbatim when final_answer was unwrapped from a protocol envelope, else None
+    raw_final_answer: str | None = None
+    # tool calls and successful calls as counted by the source's tool log (imported runs
+    # whose log has such counts; None for our runs: tool_calls is their per-call record)
+    tool_log_calls: int | None = None
+    tool_log_ok: int | None = None
+    import_meta: str | None = None  # JSON: what the source recorded that has no column here
 
     def to_row(self) -> dict[str, Any]:
         return asdict(self)
@@ -201,6 +223,14 @@ RUN_SCHEMA = pa.schema(
         ("check_detail", pa.string()),
         ("web", pa.string()),
         ("web_state", pa.string()),
+        ("origin", pa.string()),
+        ("tokens_estimated", pa.bool_()),
+        ("est_reasoning_tokens", pa.int64()),
+        ("est_output_tokens", pa.int64()),
+        ("raw_final_answer", pa.string()),
+        ("tool_log_calls", pa.int64()),
+        ("tool_log_ok", pa.int64()),
+        ("import_meta", pa.string()),
     ]
 )
 
@@ -211,11 +241,25 @@ def runs_to_table(runs: list[RunTrace]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=RUN_SCHEMA)
 
 
+def conform_to_schema(table: pa.Table) -> pa.Table:
+    """A runs table in :data:`RUN_SCHEMA`; columns added to the schema after the table was
+    written (a shard of an earlier version) get :class:`RunTrace`'s defaults, so an
+    interrupted run resumed by a newer mastif still gathers."""
+    defaults = {f.name: f.default for f in fields(RunTrace) if f.default is not MISSING}
+    for name in RUN_SCHEMA.names:
+        if name not in table.column_names:
+            if name not in defaults:
+                raise ValueError(f"runs table lacks column {name!r}, which has no default")
+            column = pa.array([defaults[name]] * table.num_rows, RUN_SCHEMA.field(name).type)
+            table = table.append_column(name, column)
+    return table.select(RUN_SCHEMA.names).cast(RUN_SCHEMA)
+
+
 def gather_runs(paths: list[str]) -> pa.Table:
     """The shards of one stack's runs as one table; a run in two shards is an error."""
     import pyarrow.parquet as pq
 
-    table = pa.concat_tables([pq.read_table(p).cast(RUN_SCHEMA) for p in paths])
+    table = pa.concat_tables([conform_to_schema(pq.read_table(p)) for p in paths])
     ids = table.column("run_id").to_pylist()
     if len(set(ids)) != len(ids):
         dupes = sorted({i for i in ids if ids.count(i) > 1})

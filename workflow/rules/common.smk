@@ -5,6 +5,7 @@ from pathlib import Path
 from snakemake.utils import validate
 
 from mastif.config import ConfigError, parse_config
+from mastif.importers import MastifLogError, stacks_in_log
 
 # Rules and defaults live in the schema; a typo'd key or a wrong type stops here,
 # before any job (and so any model) starts.
@@ -14,7 +15,18 @@ try:
 except ConfigError as exc:
     raise ValueError(str(exc)) from None
 
-STACKS = EXPERIMENT.stacks()
+# Import mode (import.mastif_log): the stacks are those the log has runs of (the whole log
+# is checked here, so a bad log stops the run before any job); else the factorial grid.
+IMPORTING = EXPERIMENT.importing
+if IMPORTING:
+    try:
+        STACKS = stacks_in_log(EXPERIMENT.import_.mastif_log)
+    except MastifLogError as exc:
+        raise ValueError(str(exc)) from None
+else:
+    STACKS = EXPERIMENT.stacks()
+# the models of the stacks, in order: one top-values figure each
+STACK_MODELS = list(dict.fromkeys(s.model for s in STACKS))
 
 
 # API keys are read from the environment in code, never passed as params; declaring them
@@ -57,7 +69,8 @@ def get_values_outputs():
 
 def get_final_outputs():
     return (
-        ["results/tasks.parquet", "results/tasks_allocation.parquet"]
+        ["results/tasks.parquet"]
+        + ([] if IMPORTING else ["results/tasks_allocation.parquet"])
         + get_run_outputs()
         + get_judged_outputs()
         + get_values_outputs()
@@ -69,7 +82,7 @@ def get_final_outputs():
         + expand("results/plots/pareto.{ext}", ext=["png", "svg"])
         + expand(
             "results/plots/top_values_{model}.{ext}",
-            model=config["agent_models"],
+            model=STACK_MODELS,
             ext=["png", "svg"],
         )
         + expand("results/tables/{table}.{ext}", table=TABLES, ext=["md", "csv"])

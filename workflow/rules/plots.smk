@@ -44,15 +44,13 @@ rule plot_top_values:
         values=get_values_outputs(),
     output:
         png=report(
-            expand(
-                "results/plots/top_values_{model}.png", model=config["agent_models"]
-            ),
+            expand("results/plots/top_values_{model}.png", model=STACK_MODELS),
             caption="../report/top_values.rst",
             category="Figures",
             subcategory="Social values",
             labels=lambda wildcards: {"figure": "top values"},
         ),
-        svg=expand("results/plots/top_values_{model}.svg", model=config["agent_models"]),
+        svg=expand("results/plots/top_values_{model}.svg", model=STACK_MODELS),
     log:
         "logs/plot_top_values/plot_top_values.log",
     conda:

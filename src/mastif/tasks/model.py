@@ -54,7 +54,9 @@ class Task(BaseModel):
       record or the thresholds are wrong, and silently picking one would hide that);
     * without reference steps, the explicit ``level`` is used (Online-Mind2Web labels
       its tasks itself), else the level of ``reference_length`` steps; if there is
-      neither, validation fails, because every task must be stratifiable by difficulty.
+      neither, validation fails, because every task must be stratifiable by difficulty —
+      unless the record says ``level: null`` explicitly (an imported task whose source
+      records no difficulty), which stays unknown.
 
     ``n_steps`` is computed. It is accepted on input (so ``model_dump()`` round-trips and
     frames can be read back) but must equal ``len(reference_steps)``.
@@ -75,7 +77,9 @@ class Task(BaseModel):
     #: steps a person needed, for sources that give the count but not the steps
     #: (Online-Mind2Web's ``reference_length``); with steps it must equal their number
     reference_length: int | None = None
-    level: Level
+    #: ``None`` only when given so explicitly: difficulty unknown (tasks imported from a log
+    #: that records none); stratifying by level is then an error
+    level: Level | None
     #: where the agent starts: a path on the offline sandbox (``/shop/``) or an absolute URL
     start_url: str | None = None
     #: the programmatic success check (see :mod:`mastif.sandbox.checks`); ``None``: the
@@ -112,6 +116,8 @@ class Task(BaseModel):
                     f"(which means {derived!r})"
                 )
             data["level"] = derived
+        elif "level" in data and given_level is None:
+            pass  # explicitly unknown (see the field)
         elif given_level is None:
             if isinstance(length, int) and not isinstance(length, bool) and length >= 1:
                 data["level"] = level_for_steps(length)
