@@ -448,3 +448,38 @@ def test_dry_run_in_import_mode_plans_import_and_evaluation_only(pipeline_copy):
     # one top-values figure per model of the log's stacks, not per config agent model
     assert f"results/plots/top_values_{MISTRAL}.png" in out
     assert "results/plots/top_values_smollm2.png" not in out
+
+
+def test_import_mode_runs_judge_values_metrics_stats_and_tables(pipeline_copy):
+    """The whole evaluation half of the DAG on an imported log: a scripted judge endpoint,
+    the real sentence-embedding model, metrics, statistics, plots and tables."""
+    from tests.fakes import ScriptedChatServer
+
+    verdict = {
+        f"{c}_{part}": (0.7 if part == "score" else f"{c} looks adequate here.")
+        for c in ("TU", "TA", "TCR")
+        for part in ("rationale", "score")
+    }
+    shutil.copy2(PARTIAL, pipeline_copy / "mastif_log.json")
+    with ScriptedChatServer(lambda p: {"content": json.dumps(verdict)}) as judge:
+        override = {
+            "import": {"mastif_log": "mastif_log.json"},
+            "models": {"scripted": {"provider": "openai_compatible", "model": "judge",
+                                    "base_url": judge.base_url}},
+            "judge": {"model": "scripted"},
+        }  # fmt: skip
+        (pipeline_copy / "override.yaml").write_text(yaml.safe_dump(override))
+        proc = subprocess.run(
+            [str(BIN / "snakemake"), "--cores", "2", "--configfile", "override.yaml"],
+            cwd=pipeline_copy, capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    imported = read_mastif_log(PARTIAL)
+    assert len(judge.requests) == len(imported.runs)  # one judge call per imported run
+    runs = pl.read_parquet(pipeline_copy / "results" / "metrics" / "runs.parquet")
+    assert runs.height == len(imported.runs)
+    assert (runs["TCR"] == 0.7).all() and runs["V"].is_null().all()  # estimates are not V
+    assert runs["IVS"].is_not_null().all()
+    for table in ("table2_task_completion", "table3_efficiency", "table4_tool_use"):
+        assert (pipeline_copy / "results" / "tables" / f"{table}.md").is_file()
+    assert (pipeline_copy / "results" / "plots" / f"top_values_{QWEN}.png").is_file()
