@@ -443,3 +443,12 @@ def test_a_shard_written_before_the_import_columns_still_gathers(tmp_path: Path)
     assert table.schema == RUN_SCHEMA
     row = table.to_pylist()[0]
     assert (row["origin"], row["tokens_estimated"], row["import_meta"]) == ("run", False, None)
+
+
+def test_the_judge_is_not_told_an_unrecorded_tool_outcome_failed() -> None:
+    task = tasks_to_frame(load_tasks("file", str(FIXTURES / "local_tasks.jsonl"))).row(
+        0, named=True
+    )
+    call = {"name": "web_search", "arguments": "{}", "ok": None, "output": "", "error": None}
+    text = build_messages({**RUN, "tool_calls": [call]}, task, "rubric")[1]["content"]
+    assert "web_search({}) outcome not recorded" in text and "failed" not in text

@@ -116,11 +116,12 @@ def build_messages(
         lines.append("  (none)")
     lines.append("Tool calls:")
     for t in run["tool_calls"] or []:
-        outcome = (
-            f"ok -> {_clip(t['output'], TOOL_CHARS)}"
-            if t["ok"]
-            else f"failed: {_clip(t['error'], TOOL_CHARS)}"
-        )
+        if t["ok"] is None:  # imported runs whose log kept no outcome per call
+            outcome = f"outcome not recorded -> {_clip(t['output'], TOOL_CHARS)}"
+        elif t["ok"]:
+            outcome = f"ok -> {_clip(t['output'], TOOL_CHARS)}"
+        else:
+            outcome = f"failed: {_clip(t['error'], TOOL_CHARS)}"
         lines.append(f"  {t['name']}({_clip(t['arguments'], TOOL_CHARS)}) {outcome}")
     if not run["tool_calls"]:
         lines.append("  (none)")
