@@ -33,7 +33,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-import os
 import re
 import typing
 from collections import Counter
@@ -48,6 +47,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
+from mastif.atomic import write_atomically
 from mastif.config import Stack
 from mastif.tasks import Task, tasks_to_frame
 from mastif.trace import NodeOutput, RunTrace, ToolCall, runs_to_table
@@ -55,6 +55,17 @@ from mastif.trace import NodeOutput, RunTrace, ToolCall, runs_to_table
 #: ``origin`` of every imported run
 ORIGIN = "mastif_log"
 
+
+#: RunTrace fields a MASTIF log does not record: null, never our runs' default 0
+NOT_RECORDED: dict[str, None] = dict.fromkeys(
+    [
+        "prompt_tokens", "completion_tokens", "n_llm_calls",  # no API usage, no LLM calls
+        "temperature", "max_tokens", "max_steps", "max_tool_rounds",  # in its YAML only
+        "generation_seed", "sampling_seed", "prompt_hashes", "workflow_shape",
+        "protocol_requests", "protocol_messages", "protocol_calls",  # not measured as ours
+        "protocol_bytes_sent", "protocol_bytes_received", "protocol_seconds",
+    ]
+)  # fmt: skip
 
 #: website of a task whose text names none (MASTIF's "standard" test mode)
 UNKNOWN_WEBSITE = "unknown"
@@ -760,35 +771,19 @@ def read_mastif_log(path: str | Path) -> ImportedLog:
                 node_outputs=outputs,
                 tool_calls=calls,
                 llm_calls=[],
-                prompt_tokens=None,
-                completion_tokens=None,
-                n_llm_calls=None,
                 wall_seconds=e["latency"],
                 started_at=started,
                 provider="",
                 served_model=e["model_name"],
-                temperature=None,
-                max_tokens=None,
-                max_steps=None,
-                max_tool_rounds=None,
-                generation_seed=None,
-                sampling_seed=None,
                 repeat=0,
-                prompt_hashes=None,
-                workflow_shape=None,
                 # the original's protocol condition wrapped every prompt in the protocol's
                 # message format (its reasoning steps show the wrapped node inputs)
                 prompt_format=stack.protocol != "standard",
-                protocol_requests=None,
-                protocol_messages=None,
-                protocol_calls=None,
-                protocol_bytes_sent=None,
-                protocol_bytes_received=None,
-                protocol_seconds=None,
                 success=None,
                 check_detail=None,
                 web="live",
                 web_state=None,
+                **NOT_RECORDED,
                 origin=ORIGIN,
                 tokens_estimated=True,
                 est_reasoning_tokens=e["reasoning_tokens"],
@@ -823,27 +818,17 @@ def stacks_in_log(path: str | Path) -> list[Stack]:
 # --------------------------------------------------------------------------- writing
 
 
-def _write_atomically(path: Path, write: typing.Callable[[Path], None]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def write_imported(imported: ImportedLog, out_dir: str | Path) -> list[Path]:
     """Write ``out_dir/tasks.parquet`` and ``out_dir/runs/{model}/{protocol}/{framework}.parquet``
     (one per stack); each file appears whole (written aside, then renamed). Returns the paths,
     tasks first."""
     out = Path(out_dir)
     tasks_path = out / "tasks.parquet"
-    _write_atomically(tasks_path, lambda p: imported.tasks_frame().write_parquet(p))
+    write_atomically(tasks_path, lambda p: imported.tasks_frame().write_parquet(p))
     paths = [tasks_path]
     for stack in imported.stacks():
         target = out / "runs" / f"{stack.path}.parquet"
         table = imported.runs_table(stack)
-        _write_atomically(target, lambda p, t=table: pq.write_table(t, p))
+        write_atomically(target, lambda p, t=table: pq.write_table(t, p))
         paths.append(target)
     return paths

@@ -11,9 +11,9 @@ killed job never leaves a torn entry.
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from pathlib import Path
+
+from mastif.atomic import write_atomically
 
 
 class ResponseCache:
@@ -41,13 +41,4 @@ class ResponseCache:
         return data
 
     def put(self, key: str, body: bytes) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(body)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomically(self._path(key), lambda p: p.write_bytes(body))

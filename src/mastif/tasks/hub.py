@@ -21,12 +21,13 @@ import json
 import os
 import re
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from mastif.atomic import write_atomically
 from mastif.tasks.model import Task
 from mastif.tasks.records import RecordError, tasks_from_records
 
@@ -217,7 +218,7 @@ def _key(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
 
 
-def _cached(key: str, load: Any, origin: Path) -> list[dict[str, Any]]:
+def _cached(key: str, load: Callable[[], Any], origin: Path) -> list[dict[str, Any]]:
     """The task fields of one data file, from the extract cache or parsed and cached."""
     path = extract_cache_dir() / f"{key}.json"
     if path.is_file():
@@ -229,8 +230,6 @@ def _cached(key: str, load: Any, origin: Path) -> list[dict[str, Any]]:
     if not isinstance(data, list):
         raise HubError(f"{origin}: expected a JSON list of tasks, got {type(data).__name__}")
     items = [{k: r.get(k) for k in KEEP} if isinstance(r, dict) else r for r in data]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(items), encoding="utf-8")
-    tmp.replace(path)  # atomic: a concurrent or killed writer never leaves half a file
+    # a concurrent or killed writer never leaves half an extract
+    write_atomically(path, lambda p: p.write_text(json.dumps(items), encoding="utf-8"))
     return items
