@@ -1,5 +1,6 @@
 # Two entry points for a fresh machine: `make run` (set up + run the default experiment)
-# and `make test` (set up + run the tests). Everything installs into .venv/ in the repo.
+# and `make test` (set up + run the tests); `make test-fast` runs the quick tier.
+# Everything installs into .venv/ in the repo, pinned by requirements.lock.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -20,8 +21,19 @@ LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=$(call has,avx) -DGGML_AVX2=$(c
 	-DGGML_AVX512_BF16=$(call has,avx512_bf16)
 endif
 LLAMA_CPP_VERSION := $(shell sed -n 's/.*"llama-cpp-python\[server\]==\([0-9.]*\)".*/\1/p' pyproject.toml)
+# The compiled llama-cpp-python wheel is kept per machine, outside the repo, so a second
+# fresh clone installs it in seconds instead of compiling for ~8 min. The key covers every
+# input that changes the binary: version, exact CMake flags, Python, architecture and
+# compiler. A wheel built with other flags is never reused (the AMX lesson above).
+MASTIF_CACHE ?= $(HOME)/.cache/mastif
+WHEEL_KEY := $(shell printf '%s|%s|%s|%s|%s' '$(LLAMA_CPP_VERSION)' '$(LLAMA_CMAKE_ARGS)' \
+	"$$($(PYTHON) -c 'import sys; print(sys.implementation.cache_tag)')" "$$(uname -m)" \
+	"$$($${CXX:-c++} --version 2>/dev/null | head -1)" | sha256sum | cut -c1-16)
+WHEEL_DIR := $(MASTIF_CACHE)/wheels/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(WHEEL_KEY)
+# every transitive dependency pinned (`make lock` refreshes it); pyproject keeps ranges
+LOCK := requirements.lock
 
-.PHONY: setup run test lint dry-run clean
+.PHONY: setup run test test-fast lint lock dry-run clean llama-wheel
 
 setup: $(STAMP) $(CHROMIUM)
 
@@ -31,17 +43,45 @@ $(CHROMIUM):
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# CPU PyTorch first: on these machines this pin is a local CPU wheel; an unpinned
 	# torch would pull several GB of CUDA wheels
 	$(BIN)/pip install --quiet torch==$(TORCH_VERSION)
-	# built here with the flags above; --no-cache-dir: never a wheel cached from a native build
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet --no-cache-dir \
-		'llama-cpp-python[server]==$(LLAMA_CPP_VERSION)'
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(MAKE) --no-print-directory llama-wheel
+	$(BIN)/pip install --quiet -c $(LOCK) "$$(ls $(WHEEL_DIR)/llama_cpp_python-*.whl)[server]"
+	$(BIN)/pip install --quiet -c $(LOCK) -e '.[dev]'
 	touch $(STAMP)
+
+# built with the flags above into a temporary folder, moved into place only when complete
+# (an interrupted build leaves no wheel to reuse); --no-cache-dir: never pip's own cache
+llama-wheel:
+	@if ls $(WHEEL_DIR)/llama_cpp_python-*.whl >/dev/null 2>&1; then \
+		echo "llama-cpp-python $(LLAMA_CPP_VERSION): cached wheel $(WHEEL_DIR)"; \
+	else \
+		echo "llama-cpp-python $(LLAMA_CPP_VERSION): compiling (once per machine and flags)"; \
+		mkdir -p $(MASTIF_CACHE)/wheels && tmp=$$(mktemp -d $(MASTIF_CACHE)/wheels/.build-XXXXXX) && \
+		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip wheel --quiet --no-deps --no-cache-dir \
+			-w $$tmp 'llama-cpp-python==$(LLAMA_CPP_VERSION)' && \
+		printf '%s\n' '$(LLAMA_CMAKE_ARGS)' > $$tmp/CMAKE_ARGS && \
+		rm -rf $(WHEEL_DIR) && mv $$tmp $(WHEEL_DIR); \
+	fi
+
+# refresh the lock: resolve pyproject's ranges in a scratch venv and pin everything it got
+lock:
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/pip install --quiet --upgrade pip
+	.lock-venv/bin/pip install --quiet torch==$(TORCH_VERSION)
+	$(MAKE) --no-print-directory llama-wheel BIN=.lock-venv/bin
+	.lock-venv/bin/pip install --quiet "$$(ls $(WHEEL_DIR)/llama_cpp_python-*.whl)[server]"
+	.lock-venv/bin/pip install --quiet '.[dev,slurm]'
+	( echo "# every package of the mastif environment, pinned: make lock regenerates this file"; \
+	  echo "# (python $$(.lock-venv/bin/python -c 'import platform; print(platform.python_version())'), $$(date -u +%Y-%m-%d))"; \
+	  .lock-venv/bin/pip freeze --all --exclude-editable | grep -v -i -E '^(mastif|pip|setuptools|wheel)==' \
+	  | sed -e 's|^llama_cpp_python @ .*|llama-cpp-python==$(LLAMA_CPP_VERSION)|' -e 's|^torch==.*|torch==$(TORCH_VERSION)|' \
+	  | LC_ALL=C sort -f ) > $(LOCK).tmp
+	mv $(LOCK).tmp $(LOCK) && rm -rf .lock-venv build
 
 run: setup
 	$(BIN)/snakemake --cores $(CORES)
@@ -50,8 +90,14 @@ run: setup
 dry-run: setup
 	$(BIN)/snakemake -n
 
+# the whole suite: what .ci/run calls and the README's test command
 test: setup
 	$(BIN)/python -m pytest
+
+# the fast tier: no model server, no Chromium, no Snakemake run on a model, no waiting on a
+# time-out (those are marked `slow`); meant to finish within 5 minutes
+test-fast: setup
+	$(BIN)/python -m pytest -m "not slow"
 
 lint: setup
 	$(BIN)/snakemake --lint

@@ -11,6 +11,28 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test that uses the real model server is slow, whatever its file says."""
+    for item in items:
+        if REAL_MODEL_FIXTURE in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
+REAL_MODEL_FIXTURE = "smollm2_server"
+
+
+@pytest.fixture(scope="session")
+def smollm2_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """The bundled SmolLM2 on a real llama.cpp server, one for the whole test session."""
+    from mastif.config import parse_config
+    from mastif.providers.local import LocalServer
+
+    with (REPO / "config" / "config.yaml").open() as fh:
+        spec = parse_config(yaml.safe_load(fh)).models["smollm2"]
+    with LocalServer(spec, tmp_path_factory.mktemp("srv") / "server.log") as server:
+        yield server
+
+
 @pytest.fixture
 def base_config() -> dict[str, Any]:
     """The default experiment config as a raw dict (a fresh copy per test)."""

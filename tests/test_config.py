@@ -120,6 +120,7 @@ def test_load_config_reads_yaml(tmp_path, base_config):
     assert load_config(path).experiment == "default"
 
 
+@pytest.mark.slow
 def test_snakemake_dry_run_names_bad_key_before_any_job(tmp_path, base_config):
     """The Snakefile validates against the same schema; nothing runs."""
     base_config["generation"]["max_tokens"] = "lots"
@@ -207,6 +208,7 @@ def test_required_envvars_are_the_keys_of_models_in_use(base_config, monkeypatch
     assert missing_envvars(cfg) == ["ANTHROPIC_API_KEY"]
 
 
+@pytest.mark.slow
 def test_snakemake_stops_before_any_job_when_a_key_is_unset(pipeline_copy, base_config):
     base_config["models"]["remote"] = {"provider": "openai_compatible", "preset": "openai",
                                        "model": "gpt-4o-mini", "api_key_env": "MASTIF_TEST_KEY"}  # fmt: skip

@@ -14,24 +14,15 @@ from pathlib import Path
 import pytest
 
 from mastif.config import parse_config
-from mastif.runner import execute_stack
 from mastif.tasks import load_tasks
 from mastif.tools import get_tools
 from mastif.workflow import plan_workflow, render_prompt
 from tests.fakes import ScriptedChatServer, last_user_text
+from tests.stackrun import run_stack
 
 pytest.importorskip("mastif.frameworks.crewai")  # sets its environment before crewai loads
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def run(cfg_dict, tmp_path):
-    cfg_dict["frameworks"] = ["crewai"]
-    cfg = parse_config(cfg_dict)
-    return execute_stack(
-        cfg, cfg.stacks()[0], load_tasks("builtin")[:1], tmp_path / "ckpt.jsonl",
-        tmp_path / "server.log", REPO,
-    )  # fmt: skip
 
 
 def first_interact_turn(payload):
@@ -43,7 +34,7 @@ def first_interact_turn(payload):
 def test_crewai_wraps_the_node_prompt_in_its_own(tmp_path, fake_model_config):
     with ScriptedChatServer(lambda p: {"content": "TASK COMPLETE"}) as srv:
         cfg = fake_model_config(srv.base_url, max_steps=1, max_tokens=77)
-        (trace,) = run(cfg, tmp_path)
+        (trace,) = run_stack(cfg, tmp_path, framework="crewai")
     assert trace.status == "ok", trace.error_message
     plan = plan_workflow(parse_config(cfg).workflow, parse_config(cfg).generation, REPO)
     ours = render_prompt(plan.nodes[0], load_tasks("builtin")[0], [], 1, 1, [])
@@ -65,7 +56,9 @@ def test_refused_calls_are_recorded_in_the_models_order(tmp_path, fake_model_con
         return {"tool_calls": calls} if first_interact_turn(payload) else {"content": "done."}
 
     with ScriptedChatServer(respond) as srv:
-        (trace,) = run(fake_model_config(srv.base_url, max_steps=1), tmp_path)
+        (trace,) = run_stack(
+            fake_model_config(srv.base_url, max_steps=1), tmp_path, framework="crewai"
+        )
     assert trace.status == "ok", trace.error_message
     unknown, ok, bad_json = trace.tool_calls
     assert [c.name for c in trace.tool_calls] == ["no_such_tool", "json_parser", "python_repl"]
@@ -84,7 +77,7 @@ def test_refused_calls_are_recorded_in_the_models_order(tmp_path, fake_model_con
 
 def test_tools_are_offered_as_crewai_strict_functions(tmp_path, fake_model_config):
     with ScriptedChatServer(lambda p: {"content": "CONTINUE"}) as srv:
-        run(fake_model_config(srv.base_url, max_steps=1), tmp_path)
+        run_stack(fake_model_config(srv.base_url, max_steps=1), tmp_path, framework="crewai")
     (req,) = [r for r in srv.requests if "tools" in r]
     offered = {t["function"]["name"]: t["function"] for t in req["tools"]}
     for tool in get_tools(["python_repl", "sympy", "datetime", "json_parser"]):
@@ -111,7 +104,9 @@ def test_arguments_reach_the_tool_untouched(tmp_path, fake_model_config):
         )
 
     with ScriptedChatServer(respond) as srv:
-        (trace,) = run(fake_model_config(srv.base_url, max_steps=1), tmp_path)
+        (trace,) = run_stack(
+            fake_model_config(srv.base_url, max_steps=1), tmp_path, framework="crewai"
+        )
     (call,) = trace.tool_calls
     assert json.loads(call.arguments) == args
     assert call.ok and call.output == '{\n  "a": 1\n}'
@@ -126,15 +121,18 @@ def test_required_tool_choice_holds_for_the_first_turn(tmp_path, fake_model_conf
     with ScriptedChatServer(respond) as srv:
         cfg = fake_model_config(srv.base_url, max_steps=1)
         cfg["workflow"]["nodes"][2]["tool_choice"] = "required"
-        (trace,) = run(cfg, tmp_path)
+        (trace,) = run_stack(cfg, tmp_path, framework="crewai")
     assert trace.status == "ok", trace.error_message
     choices = [r.get("tool_choice") for r in srv.requests if "tools" in r]
     assert choices == ["required", "auto"]
 
 
+@pytest.mark.slow
 def test_a_timed_out_run_stops_its_crew(tmp_path, fake_model_config):
     with ScriptedChatServer(lambda p: {"content": "slow", "sleep": 2}) as srv:
-        (trace,) = run(fake_model_config(srv.base_url, timeout_s=1), tmp_path)
+        (trace,) = run_stack(
+            fake_model_config(srv.base_url, timeout_s=1), tmp_path, framework="crewai"
+        )
         time.sleep(2.5)
         assert len(srv.requests) == 1  # the abandoned crew made no further call
     assert trace.status == "timeout"

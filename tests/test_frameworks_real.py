@@ -14,22 +14,11 @@ import pytest
 from mastif.config import parse_config
 from mastif.frameworks import FRAMEWORKS
 from mastif.protocols import PROTOCOLS
-from mastif.providers.local import LocalServer
 from mastif.runner import execute_stack
 from mastif.tasks import load_tasks
 from tests.fakes import RecordingProxy
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def smollm2_server(tmp_path_factory):
-    import yaml
-
-    raw = yaml.safe_load((REPO / "config/config.yaml").read_text())
-    spec = parse_config(raw).models["smollm2"]
-    with LocalServer(spec, tmp_path_factory.mktemp("srv") / "server.log") as server:
-        yield server
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

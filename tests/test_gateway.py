@@ -105,6 +105,7 @@ def test_each_fault_is_retried_to_a_good_answer(fault):
     assert call.completion_tokens == 7 and call.http_status == 200
 
 
+@pytest.mark.slow
 def test_persistent_faults_end_as_a_recorded_failure_not_a_hang():
     with ScriptedChatServer(lambda p: {"content": "never"}) as srv:
         with FaultProxy(srv.base_url, fault_rate=1.0, faults=["500"]) as proxy:

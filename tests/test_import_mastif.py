@@ -421,6 +421,7 @@ def test_import_mode_config(base_config, tmp_path):
         parse_config(base_config)
 
 
+@pytest.mark.slow
 def test_dry_run_in_import_mode_plans_import_and_evaluation_only(pipeline_copy):
     shutil.copy2(PARTIAL, pipeline_copy / "mastif_log.json")
     (pipeline_copy / "override.yaml").write_text(
@@ -450,6 +451,7 @@ def test_dry_run_in_import_mode_plans_import_and_evaluation_only(pipeline_copy):
     assert "results/plots/top_values_smollm2.png" not in out
 
 
+@pytest.mark.slow
 def test_import_mode_runs_judge_values_metrics_stats_and_tables(pipeline_copy):
     """The whole evaluation half of the DAG on an imported log: a scripted judge endpoint,
     the real sentence-embedding model, metrics, statistics, plots and tables."""

@@ -8,24 +8,10 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-from mastif.config import parse_config
-from mastif.runner import execute_stack
-from mastif.tasks import load_tasks
 from tests.fakes import ScriptedChatServer, last_user_text
+from tests.stackrun import run_stack
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def run(cfg_dict, tmp_path, framework="langchain"):
-    cfg_dict = copy.deepcopy(cfg_dict)
-    cfg_dict["frameworks"] = [framework]
-    cfg = parse_config(cfg_dict)
-    out = tmp_path / framework
-    out.mkdir()
-    (trace,) = execute_stack(
-        cfg, cfg.stacks()[0], load_tasks("builtin")[:1], out / "c.jsonl", out / "s.log", REPO
-    )
-    return trace
 
 
 def interacting(payload):
@@ -63,7 +49,7 @@ def test_requests_are_those_of_langgraph(tmp_path, fake_model_config):
     for framework in ("langgraph", "langchain"):
         with ScriptedChatServer(respond) as srv:
             cfg["models"]["fake"]["base_url"] = srv.base_url
-            traces[framework] = run(cfg, tmp_path, framework)
+            (traces[framework],) = run_stack(cfg, tmp_path / framework, framework=framework)
         requests[framework] = [without_ids(r) for r in srv.requests]
     assert requests["langchain"] == requests["langgraph"]
     lc = traces["langchain"]
@@ -86,7 +72,11 @@ def test_capped_turn_ends_the_node_without_running_tools(tmp_path, fake_model_co
         return {"content": "CONTINUE"}
 
     with ScriptedChatServer(respond) as srv:
-        trace = run(fake_model_config(srv.base_url, max_steps=1, max_tool_rounds=1), tmp_path)
+        (trace,) = run_stack(
+            fake_model_config(srv.base_url, max_steps=1, max_tool_rounds=1),
+            tmp_path,
+            framework="langchain",
+        )
     assert trace.status == "ok", trace.error_message
     assert [c.name for c in trace.tool_calls] == ["datetime"]
     interact = [r for r in srv.requests if interacting(r)]
@@ -108,7 +98,7 @@ def test_tool_choice_applies_to_the_first_turn(tmp_path, fake_model_config):
     cfg["workflow"]["nodes"][2]["tool_choice"] = "required"
     with ScriptedChatServer(respond) as srv:
         cfg["models"]["fake"]["base_url"] = srv.base_url
-        trace = run(cfg, tmp_path)
+        (trace,) = run_stack(cfg, tmp_path, framework="langchain")
     assert trace.status == "ok", trace.error_message
     interact = [r for r in srv.requests if interacting(r)]
     assert [r["tool_choice"] for r in interact] == ["required", "auto"]
@@ -129,7 +119,9 @@ def test_malformed_call_beside_a_valid_one_is_recorded_once(tmp_path, fake_model
         return {"content": "done."}
 
     with ScriptedChatServer(respond) as srv:
-        trace = run(fake_model_config(srv.base_url, max_steps=1), tmp_path)
+        (trace,) = run_stack(
+            fake_model_config(srv.base_url, max_steps=1), tmp_path, framework="langchain"
+        )
     assert trace.status == "ok", trace.error_message
     calls = sorted((c.name, c.ok) for c in trace.tool_calls)
     assert calls == [("json_parser", True), ("python_repl", False)]

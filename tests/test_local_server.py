@@ -59,6 +59,7 @@ def test_unknown_local_model_is_named():
         resolve_gguf("llama-9000")
 
 
+@pytest.mark.slow
 def test_server_starts_answers_and_stops(smollm2_spec, tmp_path):
     log = tmp_path / "server.log"
     with LocalServer(smollm2_spec, log) as server:
@@ -75,6 +76,7 @@ def test_server_starts_answers_and_stops(smollm2_spec, tmp_path):
     assert log.stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_bad_model_file_fails_with_log_tail(smollm2_spec, tmp_path):
     bogus = tmp_path / "bogus.gguf"
     bogus.write_bytes(b"not a model")
@@ -100,6 +102,7 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_no_orphan_when_job_is_killed(tmp_path, sig):
     """A cancelled job (SIGTERM) stops its server; a killed one (SIGKILL) too, via PDEATHSIG."""
@@ -123,6 +126,7 @@ def test_no_orphan_when_job_is_killed(tmp_path, sig):
         assert proc.returncode == 128 + signal.SIGTERM
 
 
+@pytest.mark.slow
 def test_gateway_mends_llama_cpp_quirks(smollm2_spec, tmp_path):
     """Null content beside tool_calls is a 500 from llama.cpp itself, a 200 via the gateway."""
     tools = [
@@ -211,6 +215,7 @@ def test_llama_server_mends_the_chat_handler():
     assert message["tool_calls"] and "function_call" not in message  # 5. no stray legacy field
 
 
+@pytest.mark.slow
 def test_gateway_joins_tool_content_parts_for_llama_cpp(smollm2_spec, tmp_path):
     """A tool result as a list of text parts (langchain-mcp-adapters sends MCP results so):
     a 500 from llama.cpp itself, a 200 via the gateway, with the parts' text."""

@@ -3,6 +3,8 @@ through the workflow's own rule from a hub cache (no network: the fixtures' cach
 
 from __future__ import annotations
 
+import pytest
+
 import os
 import re
 import subprocess
@@ -70,6 +72,7 @@ def test_the_paper_config_is_the_papers_experiment() -> None:
     assert sorted(cfg.required_envvars()) == ["HF_TOKEN", "OPENAI_API_KEY"]
 
 
+@pytest.mark.slow
 def test_dry_run_plans_36_stacks_and_10800_runs_offline(
     pipeline_copy: Path, tmp_path: Path
 ) -> None:
@@ -105,6 +108,7 @@ def test_dry_run_plans_36_stacks_and_10800_runs_offline(
     assert "36 stack(s) x 300 task(s) x 1 repeat(s) = 10,800 runs" in validate.stdout
 
 
+@pytest.mark.slow
 def test_sample_tasks_draws_mind2web_from_the_hub_cache(
     pipeline_copy: Path, tmp_path: Path
 ) -> None:
@@ -125,6 +129,7 @@ def test_sample_tasks_draws_mind2web_from_the_hub_cache(
     assert tasks["reference_steps"].list.len().min() >= 1
 
 
+@pytest.mark.slow
 def test_sample_tasks_fails_loudly_when_the_hub_is_out_of_reach(
     pipeline_copy: Path, tmp_path: Path
 ) -> None:

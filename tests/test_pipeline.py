@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import polars as pl
+import pytest
 import yaml
 
 from mastif.protocols import PROTOCOLS
@@ -36,6 +37,7 @@ def test_lint_is_clean():
     assert fmt.returncode == 0, fmt.stdout + fmt.stderr
 
 
+@pytest.mark.slow
 def test_dry_run_shows_the_stages(pipeline_copy):
     proc = snakemake("-n", cwd=pipeline_copy)
     assert proc.returncode == 0, proc.stderr
@@ -59,6 +61,7 @@ def llama_servers_under(path: Path) -> list[int]:
     return pids
 
 
+@pytest.mark.slow
 def test_end_to_end_on_the_bundled_model(pipeline_copy):
     # every protocol, one framework (test_frameworks_real covers all 12 cells on the model)
     override = {
@@ -148,6 +151,7 @@ def test_end_to_end_on_the_bundled_model(pipeline_copy):
     assert "execute_stack" in rules and "sample_tasks" not in rules
 
 
+@pytest.mark.slow
 def test_a_killed_stack_job_resumes_without_redoing_finished_runs(pipeline_copy):
     """kill -9 the whole Snakemake process group mid-stack (a crashed node), rerun: the
     runs finished before the kill are kept as they were, the rest run, none twice."""

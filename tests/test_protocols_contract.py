@@ -13,12 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from mastif.config import parse_config
 from mastif.frameworks import FRAMEWORKS
 from mastif.protocols import wire
-from mastif.runner import execute_stack
-from mastif.tasks import load_tasks
 from tests.fakes import ScriptedChatServer, last_user_text
+from tests.stackrun import run_stack
 
 REPO = Path(__file__).resolve().parents[1]
 PARSER_ARGS = {"json_string": '{"flights": [{"price": 120}, {"price": 95}]}',
@@ -63,15 +61,6 @@ def refuses_connections(url: str) -> bool:
         return s.connect_ex((host, int(port))) != 0
 
 
-def run(cfg_dict, tmp_path):
-    cfg = parse_config(cfg_dict)
-    tasks = load_tasks("builtin")[:1]
-    (trace,) = execute_stack(
-        cfg, cfg.stacks()[0], tasks, tmp_path / "ckpt.jsonl", tmp_path / "server.log", REPO
-    )
-    return trace
-
-
 def interact_calls_parser(payload):
     if "interaction round" in last_user_text(payload) and payload["messages"][-1]["role"] == "user":
         return {"tool_calls": [("json_parser", PARSER_ARGS), ("no_such_tool", {"x": 1})]}
@@ -85,7 +74,7 @@ def test_tool_calls_travel_over_the_protocol(
     with ScriptedChatServer(interact_calls_parser) as srv:
         cfg = fake_model_config(srv.base_url, max_steps=1)
         cfg["protocols"], cfg["frameworks"] = [protocol], [framework]
-        trace = run(cfg, tmp_path)
+        (trace,) = run_stack(cfg, tmp_path)
     assert trace.status == "ok", trace.error_message
     assert trace.protocol == protocol
     calls = {c.name: c for c in trace.tool_calls}
@@ -126,7 +115,7 @@ def test_a2a_runs_the_linear_loop_like_the_framework(fake_model_config, tmp_path
     with ScriptedChatServer(respond) as srv:
         cfg = fake_model_config(srv.base_url, max_steps=3)
         cfg["protocols"], cfg["frameworks"] = ["a2a"], ["langgraph"]
-        trace = run(cfg, tmp_path)
+        (trace,) = run_stack(cfg, tmp_path)
     assert [(n.node, n.step) for n in trace.node_outputs] == [
         ("navigate", 1), ("observe", 1), ("interact", 1), ("observe", 2), ("report", 1),
     ]  # fmt: skip
@@ -140,16 +129,17 @@ def test_servers_are_gone_when_the_run_fails(protocol, fake_model_config, tmp_pa
     with ScriptedChatServer(lambda p: {"status": 500}) as srv:
         cfg = fake_model_config(srv.base_url)
         cfg["protocols"], cfg["frameworks"] = [protocol], ["langchain"]
-        trace = run(cfg, tmp_path)
+        (trace,) = run_stack(cfg, tmp_path)
     assert trace.status == "error" and trace.error_class == "provider_error"
     assert served_urls and all(refuses_connections(u) for u in served_urls)
 
 
+@pytest.mark.slow
 def test_a2a_timeout_is_a_row_and_stops_the_agent(fake_model_config, tmp_path):
     with ScriptedChatServer(lambda p: {"content": "slow", "sleep": 3}) as srv:
         cfg = fake_model_config(srv.base_url, timeout_s=1)
         cfg["protocols"], cfg["frameworks"] = ["a2a"], ["langgraph"]
-        trace = run(cfg, tmp_path)
+        (trace,) = run_stack(cfg, tmp_path)
     assert trace.status == "timeout"
     assert len(srv.requests) == 1  # the agent's node did not go on after the run ended
 
@@ -181,7 +171,7 @@ def test_hierarchical_shape_decomposes_dispatches_synthesises(
                  "output_key": "final_report"},
             ],
         }  # fmt: skip
-        trace = run(cfg, tmp_path)
+        (trace,) = run_stack(cfg, tmp_path)
     assert trace.status == "ok", trace.error_message
     assert trace.workflow_shape == "hierarchical"
     assert [(n.node, n.step) for n in trace.node_outputs] == [
@@ -201,7 +191,7 @@ def test_prompt_format_wraps_prompts_in_the_protocol_message(fake_model_config, 
         cfg = fake_model_config(srv.base_url, max_steps=1)
         cfg["protocols"], cfg["frameworks"] = ["mcp"], ["langgraph"]
         cfg["protocol_options"] = {"mcp": {"prompt_format": True}}
-        trace = run(cfg, tmp_path)
+        (trace,) = run_stack(cfg, tmp_path)
     assert trace.prompt_format
     wrapped = json.loads(last_user_text(srv.requests[0]))
     assert wrapped["jsonrpc"] == "2.0" and wrapped["method"] == "sampling/createMessage"

@@ -11,11 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from mastif.config import parse_config
-from mastif.runner import execute_stack
-from mastif.tasks import load_tasks
 from mastif.tools import get_tools
 from tests.fakes import ScriptedChatServer, last_user_text
+from tests.stackrun import run_stack
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -28,14 +26,6 @@ def sk_config(fake_model_config):
         return cfg
 
     return make
-
-
-def run(cfg_dict, tmp_path):
-    cfg = parse_config(cfg_dict)
-    return execute_stack(
-        cfg, cfg.stacks()[0], load_tasks("builtin")[:1], tmp_path / "c.jsonl",
-        tmp_path / "s.log", REPO,
-    )  # fmt: skip
 
 
 def is_first_interact_turn(payload):
@@ -53,7 +43,7 @@ def test_tools_are_offered_as_specified_and_required_holds_for_the_first_turn(tm
     with ScriptedChatServer(respond) as srv:
         cfg = sk_config(srv.base_url, max_steps=1, max_tool_rounds=2)
         cfg["workflow"]["nodes"][2]["tool_choice"] = "required"
-        (trace,) = run(cfg, tmp_path)
+        (trace,) = run_stack(cfg, tmp_path)
     assert trace.status == "ok", trace.error_message
     interact = [r for r in srv.requests if "interaction round" in last_user_text(r)]
     assert len(interact) == 3  # two tool rounds, then one request without tools
@@ -82,7 +72,7 @@ def test_call_sk_refuses_is_recorded_and_the_tool_not_run(tmp_path, sk_config):
         return {"content": "done."}
 
     with ScriptedChatServer(respond) as srv:
-        (trace,) = run(sk_config(srv.base_url, max_steps=1), tmp_path)
+        (trace,) = run_stack(sk_config(srv.base_url, max_steps=1), tmp_path)
     refused, ran = trace.tool_calls
     assert (refused.name, json.loads(refused.arguments), refused.ok) == (
         "json_parser", {"query": "a"}, False,
@@ -114,7 +104,7 @@ def test_legacy_function_call_beside_tool_calls_is_not_a_second_call(tmp_path, s
         return {"content": "done."}
 
     with ScriptedChatServer(respond) as srv:
-        (trace,) = run(sk_config(srv.base_url, max_steps=1), tmp_path)
+        (trace,) = run_stack(sk_config(srv.base_url, max_steps=1), tmp_path)
     assert [(c.name, c.ok) for c in trace.tool_calls] == [("datetime", True)]
     follow_up = next(r for r in srv.requests if r["messages"][-1]["role"] == "tool")
     (assistant,) = [m for m in follow_up["messages"] if m["role"] == "assistant"]
@@ -123,7 +113,7 @@ def test_legacy_function_call_beside_tool_calls_is_not_a_second_call(tmp_path, s
 
 def test_no_tool_rounds_means_no_tools_offered(tmp_path, sk_config):
     with ScriptedChatServer(lambda p: {"content": "CONTINUE"}) as srv:
-        (trace,) = run(sk_config(srv.base_url, max_steps=1, max_tool_rounds=0), tmp_path)
+        (trace,) = run_stack(sk_config(srv.base_url, max_steps=1, max_tool_rounds=0), tmp_path)
     assert trace.status == "ok", trace.error_message
     assert all("tools" not in r for r in srv.requests)
     assert len(srv.requests) == 4

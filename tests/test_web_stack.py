@@ -19,6 +19,8 @@ from mastif.runner import execute_stack
 from mastif.tasks import load_tasks
 from tests.fakes import ScriptedChatServer, last_user_text
 
+pytestmark = pytest.mark.slow  # a real Chromium through every stack
+
 REPO = Path(__file__).resolve().parents[1]
 TASKS = {t.task_id: t for t in load_tasks("sandbox")}
 

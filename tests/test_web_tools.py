@@ -68,6 +68,7 @@ def fails(result: ToolResult, *fragments: str) -> str:
     return result.error
 
 
+@pytest.mark.slow
 def test_web_browser_reads_a_page_with_numbered_links(tools, site) -> None:
     out = ok(tools["web_browser"].invoke({"url": site.base_url + "/"}, "run-read"))
     assert "Page: Fixture home" in out
@@ -75,6 +76,7 @@ def test_web_browser_reads_a_page_with_numbered_links(tools, site) -> None:
     assert "Order form -> /form" in out and "[1]" in out
 
 
+@pytest.mark.slow
 def test_web_browser_fails_on_http_error_and_bad_host(tools, site) -> None:
     fails(tools["web_browser"].invoke({"url": site.base_url + "/missing"}, "run-404"), "HTTP 404")
     fails(
@@ -89,6 +91,7 @@ def test_web_tools_refuse_metadata_and_private_addresses(tools, name, url) -> No
     fails(tools[name].invoke({"url": url}, "run-ssrf"), "refused")
 
 
+@pytest.mark.slow
 def test_interaction_fills_selects_checks_and_submits_a_form(tools, site) -> None:
     run = "run-form"
     ok(tools["web_browser"].invoke({"url": site.base_url + "/form"}, run))
@@ -107,6 +110,7 @@ def test_interaction_fills_selects_checks_and_submits_a_form(tools, site) -> Non
     assert "q=boots color=b express=on" in out
 
 
+@pytest.mark.slow
 def test_interaction_targets_listing_numbers(tools, site) -> None:
     run = "run-refs"
     listing = ok(tools["web_browser"].invoke({"url": site.base_url + "/"}, run))
@@ -115,6 +119,7 @@ def test_interaction_targets_listing_numbers(tools, site) -> None:
     assert "Page: Order form" in out
 
 
+@pytest.mark.slow
 def test_interaction_failures(tools, site) -> None:
     run = "run-fail"
     fails(
@@ -137,6 +142,7 @@ def test_interaction_failures(tools, site) -> None:
     )
 
 
+@pytest.mark.slow
 def test_page_persists_within_a_run_and_not_across_runs(tools, web, site) -> None:
     browse, act = tools["web_browser"], tools["web_interaction"]
     assert "Count: 0" in ok(browse.invoke({"url": site.base_url + "/counter"}, "run-a"))
@@ -152,6 +158,7 @@ def test_page_persists_within_a_run_and_not_across_runs(tools, web, site) -> Non
     fails(act.invoke({"action": "click", "target": "Add one"}, "run-a"), "no page is open yet")
 
 
+@pytest.mark.slow
 def test_keyboard_types_and_presses_enter(tools, site) -> None:
     run = "run-keys"
     keys = tools["keyboard_interaction"]
@@ -186,6 +193,7 @@ def test_beautifulsoup_scraper(tools, site) -> None:
     fails(scrape.invoke({"url": site.base_url + "/", "selector": "p[["}, "r"), "invalid CSS")
 
 
+@pytest.mark.slow
 def test_browser_tools_need_a_run(tools, site) -> None:
     fails(tools["web_browser"].invoke({"url": site.base_url + "/"}), "outside a run")
 
@@ -215,6 +223,7 @@ def test_every_tool_the_schema_names_exists_with_a_guidance_description() -> Non
         assert tool.parameters["additionalProperties"] is False, tool.name
 
 
+@pytest.mark.slow
 def test_a_runs_page_opens_at_the_tasks_start_page(tools, web, site) -> None:
     from mastif.tasks import Task
 

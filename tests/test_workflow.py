@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from mastif.config import parse_config
 from mastif.frameworks import FRAMEWORKS
-from mastif.runner import Checkpoint, execute_stack
+from mastif.runner import Checkpoint
 from mastif.tasks import load_tasks
 from tests.fakes import ScriptedChatServer, last_user_text
+from tests.stackrun import run_stack
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -38,14 +38,6 @@ def fake_model_config(fake_model_config, framework):
     return make
 
 
-def run(cfg_dict, tmp_path, tasks=None):
-    cfg = parse_config(cfg_dict)
-    tasks = tasks or load_tasks("builtin")[:1]
-    return execute_stack(
-        cfg, cfg.stacks()[0], tasks, tmp_path / "ckpt.jsonl", tmp_path / "server.log", REPO
-    )
-
-
 def node_sequence(trace):
     return [(n.node, n.step) for n in trace.node_outputs]
 
@@ -56,7 +48,7 @@ def never_done(payload):
 
 def test_observe_interact_alternate_for_max_steps(tmp_path, fake_model_config):
     with ScriptedChatServer(never_done) as srv:
-        (trace,) = run(fake_model_config(srv.base_url, max_steps=3), tmp_path)
+        (trace,) = run_stack(fake_model_config(srv.base_url, max_steps=3), tmp_path)
     assert trace.status == "ok", trace.error_message
     assert node_sequence(trace) == [
         ("navigate", 1),
@@ -80,7 +72,7 @@ def test_observe_stops_loop_early(tmp_path, fake_model_config):
         return {"content": "Looking around. CONTINUE"}
 
     with ScriptedChatServer(respond) as srv:
-        (trace,) = run(fake_model_config(srv.base_url, max_steps=3), tmp_path)
+        (trace,) = run_stack(fake_model_config(srv.base_url, max_steps=3), tmp_path)
     assert node_sequence(trace) == [
         ("navigate", 1), ("observe", 1), ("interact", 1), ("observe", 2), ("report", 1),
     ]  # fmt: skip
@@ -89,7 +81,7 @@ def test_observe_stops_loop_early(tmp_path, fake_model_config):
 def test_prompts_carry_task_and_history(tmp_path, fake_model_config):
     task = load_tasks("builtin")[0]
     with ScriptedChatServer(lambda p: {"content": "NAV-PLAN-XYZ"}) as srv:
-        run(fake_model_config(srv.base_url, max_steps=1), tmp_path, [task])
+        run_stack(fake_model_config(srv.base_url, max_steps=1), tmp_path, [task])
     first, second = srv.requests[0], srv.requests[1]
     assert task.confirmed_task in last_user_text(first)
     assert task.website in last_user_text(first)
@@ -112,7 +104,7 @@ def test_tool_arguments_reach_the_tool_as_produced(tmp_path, fake_model_config):
         return {"content": "done."}
 
     with ScriptedChatServer(respond) as srv:
-        (trace,) = run(fake_model_config(srv.base_url, max_steps=1), tmp_path)
+        (trace,) = run_stack(fake_model_config(srv.base_url, max_steps=1), tmp_path)
     calls = {c.name: c for c in trace.tool_calls}
     ok_call, bad_call = calls["json_parser"], calls["no_such_tool"]
     assert len(trace.tool_calls) == 2
@@ -141,7 +133,9 @@ def test_tool_rounds_are_capped(tmp_path, fake_model_config):
         return {"content": "CONTINUE"}
 
     with ScriptedChatServer(respond) as srv:
-        (trace,) = run(fake_model_config(srv.base_url, max_steps=1, max_tool_rounds=2), tmp_path)
+        (trace,) = run_stack(
+            fake_model_config(srv.base_url, max_steps=1, max_tool_rounds=2), tmp_path
+        )
     assert [c.name for c in trace.tool_calls] == ["datetime", "datetime"]
     assert all(c.ok for c in trace.tool_calls)
     # the last interact call is made without tools, so the node ends in text
@@ -159,23 +153,24 @@ def test_invalid_tool_json_is_a_failed_call(tmp_path, fake_model_config):
         return {"content": "done."}
 
     with ScriptedChatServer(respond) as srv:
-        (trace,) = run(fake_model_config(srv.base_url, max_steps=1), tmp_path)
+        (trace,) = run_stack(fake_model_config(srv.base_url, max_steps=1), tmp_path)
     (call,) = trace.tool_calls
     assert not call.ok and "not valid JSON" in call.error
 
 
 def test_provider_error_is_retried_then_classified(tmp_path, fake_model_config):
     with ScriptedChatServer(lambda p: {"status": 500}) as srv:
-        (trace,) = run(fake_model_config(srv.base_url), tmp_path)
+        (trace,) = run_stack(fake_model_config(srv.base_url), tmp_path)
     assert trace.status == "error" and trace.error_class == "provider_error"
     assert len(srv.requests) == 2  # provider_retries=1: one try + one retry
     (call,) = trace.llm_calls
     assert call.attempts == 2 and call.http_status == 500 and "upstream 500" in call.error
 
 
+@pytest.mark.slow
 def test_timeout_is_a_row_not_a_crash(tmp_path, fake_model_config):
     with ScriptedChatServer(lambda p: {"content": "slow", "sleep": 3}) as srv:
-        (trace,) = run(fake_model_config(srv.base_url, timeout_s=1), tmp_path)
+        (trace,) = run_stack(fake_model_config(srv.base_url, timeout_s=1), tmp_path)
     assert trace.status == "timeout" and trace.error_class == "timeout"
     assert 0.9 < trace.wall_seconds < 2.5
 
@@ -185,9 +180,9 @@ def test_checkpoint_resumes_without_redoing(tmp_path, fake_model_config):
     cfg = fake_model_config("http://unused", max_steps=1)
     with ScriptedChatServer(lambda p: {"content": "TASK COMPLETE"}) as srv:
         cfg["models"]["fake"]["base_url"] = srv.base_url
-        first = run(cfg, tmp_path, tasks[:1])
+        first = run_stack(cfg, tmp_path, tasks[:1])
         n_first = len(srv.requests)
-        both = run(cfg, tmp_path, tasks)
+        both = run_stack(cfg, tmp_path, tasks)
     assert both[0].run_id == first[0].run_id
     assert len(srv.requests) == 2 * n_first  # only the second task ran
     assert len(Checkpoint(tmp_path / "ckpt.jsonl").load()) == 2
@@ -196,9 +191,9 @@ def test_checkpoint_resumes_without_redoing(tmp_path, fake_model_config):
 def test_checkpoint_ignores_runs_of_another_config(tmp_path, fake_model_config):
     tasks = load_tasks("builtin")[:1]
     with ScriptedChatServer(lambda p: {"content": "TASK COMPLETE"}) as srv:
-        run(fake_model_config(srv.base_url, max_steps=1), tmp_path, tasks)
+        run_stack(fake_model_config(srv.base_url, max_steps=1), tmp_path, tasks)
         n = len(srv.requests)
-        run(fake_model_config(srv.base_url, max_steps=1, temperature=0.2), tmp_path, tasks)
+        run_stack(fake_model_config(srv.base_url, max_steps=1, temperature=0.2), tmp_path, tasks)
     assert len(srv.requests) == 2 * n
 
 
@@ -214,7 +209,7 @@ def test_workflow_without_loop_runs_in_line(tmp_path, fake_model_config):
         cfg = fake_model_config(srv.base_url)
         nodes = cfg["workflow"]["nodes"]
         cfg["workflow"]["nodes"] = [nodes[0], nodes[3]]
-        (trace,) = run(cfg, tmp_path)
+        (trace,) = run_stack(cfg, tmp_path)
     assert node_sequence(trace) == [("navigate", 1), ("report", 1)]
 
 
@@ -222,7 +217,7 @@ def test_loop_at_the_end_exits_to_end(tmp_path, fake_model_config):
     with ScriptedChatServer(lambda p: {"content": "CONTINUE"}) as srv:
         cfg = fake_model_config(srv.base_url, max_steps=2)
         cfg["workflow"]["nodes"] = cfg["workflow"]["nodes"][:3]
-        (trace,) = run(cfg, tmp_path)
+        (trace,) = run_stack(cfg, tmp_path)
     assert node_sequence(trace) == [
         ("navigate", 1), ("observe", 1), ("interact", 1), ("observe", 2), ("interact", 2),
     ]  # fmt: skip
@@ -236,7 +231,7 @@ def test_split_loop_is_rejected(tmp_path, fake_model_config):
     nodes[2]["loop"] = False
     nodes[3]["loop"] = True  # loop nodes 0,1,3: not consecutive
     with pytest.raises(ValueError, match="loop nodes must be consecutive"):
-        run(cfg, tmp_path)
+        run_stack(cfg, tmp_path)
 
 
 def test_history_shows_each_visits_tool_results_before_its_output() -> None:

@@ -26,7 +26,7 @@ import httpx
 import numpy as np
 import polars as pl
 
-from mastif.tasks import resources_dir
+from mastif.paths import resources_dir
 
 Polarity = Literal["positive", "negative"]
 Embedder = Callable[[list[str]], np.ndarray]

@@ -179,7 +179,7 @@ def open_web_environment(mode: str, options: WebOptions) -> Iterator[WebEnvironm
     if mode == "sandbox":
         from mastif.sandbox import SandboxServer
         from mastif.sandbox.mimic import mimic_documents, mimic_routes
-        from mastif.tasks.loaders import resources_dir
+        from mastif.paths import resources_dir
 
         data_dir = resources_dir() / "sandbox"
         with SandboxServer(

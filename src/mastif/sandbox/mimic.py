@@ -1105,7 +1105,7 @@ def _youtube_routes(data: Mapping[str, Any]) -> list[BaseRoute]:
 
 def default_data_dir() -> Path:
     """``resources/sandbox``: where the offline sandbox keeps its data."""
-    from mastif.tasks.loaders import resources_dir  # late: keeps this module import light
+    from mastif.paths import resources_dir  # late: keeps this module import light
 
     return resources_dir() / "sandbox"
 

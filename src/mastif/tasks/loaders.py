@@ -15,13 +15,13 @@ from, including a task whose success ``check`` is malformed (checked with
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from mastif.paths import resources_dir
 from mastif.tasks.files import TableError, read_records
 from mastif.tasks.hub import HubError, load_mind2web
 from mastif.tasks.model import Task
@@ -32,7 +32,6 @@ from mastif.tasks.records import (
     tasks_from_records,
 )
 
-RESOURCES_ENV = "MASTIF_RESOURCES"
 BUILTIN_TASKS = Path("tasks") / "builtin.jsonl"
 SANDBOX_TASKS = Path("sandbox") / "tasks"
 SOURCES = ("builtin", "jsonl", "sandbox", "file", "online_mind2web", "mind2web")
@@ -40,19 +39,6 @@ SOURCES = ("builtin", "jsonl", "sandbox", "file", "online_mind2web", "mind2web")
 
 class TaskLoadError(ValueError):
     """A task file is unreadable, malformed, or inconsistent (message names file and line)."""
-
-
-def resources_dir() -> Path:
-    """The repository's ``resources`` directory.
-
-    ``$MASTIF_RESOURCES`` wins (tests, relocated installs); otherwise the path is taken
-    relative to this file, which is correct for the editable install from the repo root
-    (``src/mastif/tasks/loaders.py`` -> ``parents[3]`` is the repo).
-    """
-    override = os.environ.get(RESOURCES_ENV)
-    if override:
-        return Path(override).expanduser().resolve()
-    return Path(__file__).resolve().parents[3] / "resources"
 
 
 def load_tasks(
