@@ -14,7 +14,8 @@ import json
 import re
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
@@ -73,6 +74,12 @@ class Browser:
 
     def close(self) -> None:
         self.http.close()
+
+    def __enter__(self) -> Browser:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _soup(self, response: httpx.Response) -> BeautifulSoup:
         assert response.status_code == 200, (
@@ -178,8 +185,9 @@ class Browser:
         return self.server.state(self.sid)
 
 
-def rows(soup: BeautifulSoup, table_class: str) -> list[list[str]]:
-    table = soup.find("table", class_=table_class)
+def rows(soup: BeautifulSoup, table_class: str | None = None) -> list[list[str]]:
+    """The body rows of ``table.<table_class>``, or of the page's first table without one."""
+    table = soup.find("table", class_=table_class) if table_class else soup.find("table")
     assert table is not None, f"no table.{table_class}"
     return [[_text(td) for td in tr.find_all("td")] for tr in table.find("tbody").find_all("tr")]
 
@@ -188,29 +196,6 @@ def dd(soup: BeautifulSoup, cls: str) -> str:
     el = soup.find("dd", class_=cls)
     assert el is not None, f"no dd.{cls}"
     return _text(el)
-
-
-# --------------------------------------------------------------------------- solutions
-
-Solution = Callable[[Browser], str]
-RIGHT: dict[str, Solution] = {}
-WRONG: dict[str, Solution] = {}
-
-
-def right(task_id: str) -> Callable[[Solution], Solution]:
-    def deco(fn: Solution) -> Solution:
-        RIGHT[task_id] = fn
-        return fn
-
-    return deco
-
-
-def wrong(task_id: str) -> Callable[[Solution], Solution]:
-    def deco(fn: Solution) -> Solution:
-        WRONG[task_id] = fn
-        return fn
-
-    return deco
 
 
 def shop_search(b: Browser, **fields: Any) -> BeautifulSoup:
@@ -239,296 +224,324 @@ def checkout(b: Browser, name: str, email: str, address: str, shipping: str) -> 
     )
 
 
-# -- shopping: answers
+# --------------------------------------------------------------------------- recipes
+#
+# A solution takes a fresh Browser (a fresh session) and returns its answer text. Most are
+# alike: reach a page, read a value off it (or off a PDF or a search snippet) and put it in a
+# sentence, or change the session's state and say so. So they are put together from parts,
+# one table row per task (SOLUTIONS below), and written out only when one of a kind:
+#   a Page    reaches one page from scratch in the browser's session (and may change the
+#             session's state on the way: add to the cart, book, create an alert);
+#   a Reader  picks strings off a page;
+#   a Text    fetches text that is not HTML (a PDF manual, a search API snippet).
+# ``read`` and ``grep`` make a solution whose answer is a template filled with what was read
+# ("{0}" is the first string, "{3}" the fourth column of a table row); ``act`` one that goes
+# through pages for the state they leave and answers a fixed sentence.
+
+Solution = Callable[[Browser], str]
+Page = Callable[[Browser], BeautifulSoup]
+Reader = Callable[[BeautifulSoup], Sequence[str]]
+Text = Callable[[Browser], str]
 
 
-@right("sb-shop-01")
-def _(b: Browser) -> str:
-    page = open_product(b, "Auralis Q7", "Auralis Q7 Wireless Headphones")
-    return f"The Auralis Q7 Wireless Headphones cost {dd(page, 'price')}."
+# -- pages
 
 
-@wrong("sb-shop-01")
-def _(b: Browser) -> str:
-    page = open_product(b, "Auralis", "Auralis Buds Mini")
-    return f"They cost {dd(page, 'price')}."
+def at(path: str) -> Page:
+    return lambda b: b.get(path)
 
 
-@right("sb-shop-02")
-def _(b: Browser) -> str:
-    snippet = b.api("Strideon Cork Yoga Mat rating")[0]["snippet"]
-    rating = re.search(r"rated ([\d.]+)/5", snippet)
-    assert rating
-    return f"It is rated {rating.group(1)} out of 5."
+def clicked(page: Page, *links: str) -> Page:
+    """``page``, then the links with these texts, each on the page the last one opened."""
+
+    def go(b: Browser) -> BeautifulSoup:
+        soup = page(b)
+        for link in links:
+            soup = b.click(soup, link)
+        return soup
+
+    return go
 
 
-@wrong("sb-shop-02")
-def _(b: Browser) -> str:
-    page = open_product(b, "Road Runner", "Strideon Road Runner Shoes")
-    return f"Rated {dd(page, 'rating')}."
+def submitted(page: Page, button: str, fields: dict[str, Any] | None = None) -> Page:
+    return lambda b: b.submit(page(b), button, fields)
 
 
-@right("sb-shop-03")
-def _(b: Browser) -> str:
-    page = shop_search(
-        b, **{"Search products": "backpack", "Category": "Outdoor", "Sort by": "Price: low to high"}
-    )
-    first = rows(page, "results")[0]
-    return f"The cheapest is the {first[0]} at {first[3]}."
+def filled(fields: dict[str, Any]) -> dict[str, Any]:
+    """The form fields that are set: None leaves a field at its default."""
+    return {label: value for label, value in fields.items() if value is not None}
 
 
-@wrong("sb-shop-03")
-def _(b: Browser) -> str:
-    page = shop_search(
-        b, **{"Search products": "backpack", "Category": "Outdoor", "Sort by": "Price: high to low"}
-    )
-    first = rows(page, "results")[0]
-    return f"{first[0]}, {first[3]}"
+def products(
+    query: str | None = None,
+    *,
+    category: str | None = None,
+    max_price: int | None = None,
+    min_rating: str | None = None,
+    sort: str | None = None,
+) -> Page:
+    """ShopSphere's search results for the search form filled in so."""
+    fields = {
+        "Search products": query,
+        "Category": category,
+        "Max price ($)": max_price,
+        "Minimum rating": min_rating,
+        "Sort by": sort,
+    }
+    return lambda b: shop_search(b, **filled(fields))
 
 
-@right("sb-shop-04")
-def _(b: Browser) -> str:
-    page = shop_search(b, **{"Category": "Kitchen", "Sort by": "Customer rating"})
-    first = rows(page, "results")[0]
-    return f"{first[0]} with {first[4]}"
+def product(query: str, name: str) -> Page:
+    """A product's page, found by searching ``query`` and following its name."""
+    return lambda b: open_product(b, query, name)
 
 
-@wrong("sb-shop-04")
-def _(b: Browser) -> str:
-    page = shop_search(b, **{"Category": "Kitchen", "Sort by": "Price: high to low"})
-    first = rows(page, "results")[0]
-    return f"{first[0]} with {first[4]}"
+def hotels(
+    city: str,
+    *,
+    checkin: str | None = None,
+    checkout: str | None = None,
+    guests: int | None = None,
+    free_cancellation: bool = False,
+    sort: str | None = None,
+) -> Page:
+    """StayFinder's search results for the hotel search form filled in so."""
+    fields = {
+        "Destination": city,
+        "Check-in": checkin,
+        "Check-out": checkout,
+        "Guests": None if guests is None else f"{guests} guests",
+        "Free cancellation only": free_cancellation or None,
+        "Sort by": sort,
+    }
+    return lambda b: b.submit(b.get("/travel/"), "Search hotels", filled(fields))
 
 
-@right("sb-shop-05")
-def _(b: Browser) -> str:
-    text = b.pdf_text(open_product(b, "Corvo Boom", "Corvo Boom Portable Speaker"))
-    years = re.search(r"(\d+) year limited warranty on the speaker", text)
-    assert years
-    return f"Corvo gives a {years.group(1)}-year warranty on the speaker."
+def hotel(city: str, name: str) -> Page:
+    return clicked(hotels(city), name)
 
 
-@wrong("sb-shop-05")
-def _(b: Browser) -> str:
-    text = b.pdf_text(open_product(b, "Corvo Boom", "Corvo Boom Portable Speaker"))
-    years = re.search(r"(\d+) year warranty on the charging cable", text)
-    assert years
-    return f"The warranty is {years.group(1)} year."
+EVENTS = at("/events/")
+LEAGUE = clicked(EVENTS, "Coastal League: table, results and fixtures")
 
 
-@right("sb-shop-06")
-def _(b: Browser) -> str:
-    text = b.pdf_text(open_product(b, "Auralis Q7", "Auralis Q7 Wireless Headphones"))
-    hours = re.search(r"up to (\d+) hours of playback", text)
-    assert hours
-    return f"Up to {hours.group(1)} hours."
+def movie(title: str) -> Page:
+    return clicked(EVENTS, "Movies now showing", title)
 
 
-@wrong("sb-shop-06")
-def _(b: Browser) -> str:
-    text = b.pdf_text(open_product(b, "Auralis Q7", "Auralis Q7 Wireless Headphones"))
-    hours = re.search(r"takes about ([\d.]+) hours", text)
-    assert hours
-    return f"About {hours.group(1)} hours."
+def round_match(round_label: str, match: str) -> Page:
+    """A match's page, reached through the league's round picker."""
+    return clicked(submitted(LEAGUE, "Show round", {"Round": round_label}), match)
 
 
-@right("sb-shop-07")
-def _(b: Browser) -> str:
-    page = b.click(b.get("/shop/"), "Home")
-    text = b.pdf_text(b.click(page, "Halden Robot Vacuum R3"))
-    runtime = re.search(r"up to (\d+) minutes", text)
-    charge = re.search(r"Recharging takes about (\d+) hours", text)
-    assert runtime and charge
-    return f"It cleans for {runtime.group(1)} minutes; recharging takes {charge.group(1)} hours."
+# -- pages that change the session's state
 
 
-@wrong("sb-shop-07")
-def _(b: Browser) -> str:
-    page = b.click(b.get("/shop/"), "Home")
-    text = b.pdf_text(b.click(page, "Halden Robot Vacuum R3"))
-    runtime = re.search(r"up to (\d+) minutes", text)
-    assert runtime
-    return f"It cleans for {runtime.group(1)} minutes."
+def add(query: str, name: str, qty: int = 1) -> Page:
+    return lambda b: add_to_cart(b, query, name, qty)
 
 
-@right("sb-shop-08")
-def _(b: Browser) -> str:
-    page = shop_search(b, **{"Category": "Audio", "Max price ($)": 100})
-    return "; ".join(r[0] for r in rows(page, "results"))
+def coupon(code: str, *, must_apply: bool = False) -> Page:
+    """Apply ``code`` on the cart page; ``must_apply``: and make sure a discount shows."""
+
+    def apply(b: Browser) -> BeautifulSoup:
+        cart = apply_coupon(b, code)
+        if must_apply:
+            assert cart.find(id="discount") is not None, f"{code} was refused"
+        return cart
+
+    return apply
 
 
-@wrong("sb-shop-08")
-def _(b: Browser) -> str:
-    page = shop_search(b, **{"Category": "Audio"})
-    return "; ".join(r[0] for r in rows(page, "results"))
+Customer = tuple[str, str, str]  # full name, email, shipping address
 
 
-@right("sb-shop-09")
-def _(b: Browser) -> str:
-    add_to_cart(b, "gooseneck kettle", "Kettleworks Gooseneck Kettle", 2)
-    cart = apply_coupon(b, "BREW25")
+def order(customer: Customer, shipping: str) -> Page:
+    return lambda b: checkout(b, *customer, shipping)
+
+
+def watch(page: Page) -> Page:
+    return submitted(page, "Add to watchlist")
+
+
+def booking(title: str, showtime: str, seats: int) -> Page:
+    return submitted(movie(title), "Book tickets", {"Showtime": showtime, "Seats": seats})
+
+
+def hotel_alert(
+    page: Page, checkin: str, checkout: str, guests: int, max_price: int, email: str
+) -> Page:
+    """The price alert form on a hotel's ``page``, filled in and sent."""
+    fields = {
+        "Alert check-in": checkin,
+        "Alert check-out": checkout,
+        "Alert guests": guests,
+        "Maximum price per night (USD)": max_price,
+        "Email": email,
+    }
+    return submitted(page, "Create price alert", fields)
+
+
+def reykjavik_alert(guests: int) -> Page:
+    """A city-wide price alert from the alerts page (no hotel chosen)."""
+    fields = {
+        "City": "Reykjavik",
+        "Check-in": "2025-12-27",
+        "Check-out": "2025-12-31",
+        "Guests": guests,
+        "Maximum price per night (USD)": 150,
+        "Email": "aurora.fan@example.net",
+    }
+    return submitted(clicked(at("/travel/"), "Your price alerts"), "Create price alert", fields)
+
+
+# -- readers
+
+
+def field(cls: str) -> Reader:
+    """The ``dd.<cls>`` of a details list (price, rating, runtime, score)."""
+    return lambda soup: [dd(soup, cls)]
+
+
+def element(element_id: str) -> Reader:
+    return lambda soup: [_text(soup.find(id=element_id))]
+
+
+def row(index: int, table: str = "results") -> Reader:
+    """One row of a table; its columns fill the template."""
+    return lambda soup: rows(soup, table)[index]
+
+
+def result_names(soup: BeautifulSoup) -> list[str]:
+    return ["; ".join(r[0] for r in rows(soup, "results"))]
+
+
+def discounted_subtotal(cart: BeautifulSoup) -> list[str]:
     subtotal = _money(_text(cart.find(id="subtotal")))
     discount = _money(_text(cart.find(id="discount")))
-    return f"After BREW25 the subtotal is ${subtotal - discount:.2f}."
+    return [f"${subtotal - discount:.2f}"]
 
 
-@wrong("sb-shop-09")
-def _(b: Browser) -> str:
-    add_to_cart(b, "gooseneck kettle", "Kettleworks Gooseneck Kettle", 1)
-    cart = apply_coupon(b, "BREW25")
-    subtotal = _money(_text(cart.find(id="subtotal")))
-    discount = _money(_text(cart.find(id="discount")))
-    return f"${subtotal - discount:.2f}"
+def showtime(cinema: str, index: int) -> Reader:
+    """The ``index``-th showtime of a film at ``cinema``, from the film's showtimes table."""
+
+    def pick(soup: BeautifulSoup) -> list[str]:
+        times = next(r[1] for r in rows(soup, "showtimes") if r[0] == cinema)
+        return [times.split(", ")[index]]
+
+    return pick
 
 
-# -- shopping: state
+def films_with_a_showing(when: Callable[[str], bool]) -> Reader:
+    """A cinema's films that have at least one showtime ``when`` holds for."""
+
+    def pick(soup: BeautifulSoup) -> list[str]:
+        showtimes = rows(soup, "showtimes")
+        return [", ".join(r[0] for r in showtimes if any(when(t) for t in r[1].split(", ")))]
+
+    return pick
 
 
-@right("sb-shop-10")
-def _(b: Browser) -> str:
-    add_to_cart(b, "silent mouse", "Bytecraft Silent Mouse")
-    return "Added the Bytecraft Silent Mouse to your cart."
+def top_scorers(league: BeautifulSoup) -> list[str]:
+    """Everyone sharing the most goals (the scorers table is sorted by goals)."""
+    table = rows(league, "scorers")
+    best = int(table[0][2])
+    return [" and ".join(r[0] for r in table if int(r[2]) == best), str(best)]
 
 
-@wrong("sb-shop-10")
-def _(b: Browser) -> str:
-    add_to_cart(b, "keyboard", "Bytecraft Mechanical Keyboard K87")
-    return "Added it."
+# -- texts
 
 
-@right("sb-shop-11")
-def _(b: Browser) -> str:
-    add_to_cart(b, "jump rope", "Strideon Jump Rope Pro", 3)
-    cart = apply_coupon(b, "save10")
-    assert cart.find(id="discount") is not None
-    return "Done: 3 jump ropes with SAVE10."
+def manual(page: Page) -> Text:
+    """The text of the PDF user manual linked from a product's ``page``."""
+    return lambda b: b.pdf_text(page(b))
 
 
-@wrong("sb-shop-11")
-def _(b: Browser) -> str:
-    add_to_cart(b, "jump rope", "Strideon Jump Rope Pro", 3)
-    return "Done."
+def snippet(query: str, hit: int = 0) -> Text:
+    """The snippet of the ``hit``-th result of the LoopSearch API for ``query``."""
+    return lambda b: b.api(query)[hit]["snippet"]
 
 
-def rows_any(soup: BeautifulSoup) -> list[list[str]]:
-    """Rows of the page's first table (the deals page has one unnamed table)."""
-    table = soup.find("table")
-    assert table is not None
-    return [[_text(td) for td in tr.find_all("td")] for tr in table.find("tbody").find_all("tr")]
+# -- recipes that make a solution
 
 
-@right("sb-shop-12")
-def _(b: Browser) -> str:
-    code = next(r[0] for r in rows_any(b.get("/shop/deals")) if "Outdoor" in r[1])
-    add_to_cart(b, "Trail 28L", "Northpeak Trail 28L Backpack")
-    add_to_cart(b, "insulated bottle", "Tidewell Insulated Bottle 1L")
-    apply_coupon(b, code)
+def visit(b: Browser, steps: Sequence[Page]) -> BeautifulSoup:
+    """Go through ``steps`` in one session; the page the last one ends on."""
+    page = None
+    for step in steps:
+        page = step(b)
+    assert page is not None, "a solution needs at least one step"
+    return page
+
+
+def read(reader: Reader, *steps: Page, say: str = "{0}") -> Solution:
+    """Go through ``steps``; answer ``say`` filled with what ``reader`` finds on the last page."""
+    return lambda b: say.format(*reader(visit(b, steps)))
+
+
+def act(*steps: Page, say: str) -> Solution:
+    """Go through ``steps`` (the state they leave is what a state check looks at); say ``say``."""
+
+    def solve(b: Browser) -> str:
+        visit(b, steps)
+        return say
+
+    return solve
+
+
+def grep(patterns: str | list[str], text: Text, *, say: str) -> Solution:
+    """Search ``text`` for each regex; answer ``say`` filled with all their groups in order."""
+
+    def solve(b: Browser) -> str:
+        haystack = text(b)
+        groups: list[str] = []
+        for pattern in [patterns] if isinstance(patterns, str) else patterns:
+            found = re.search(pattern, haystack)
+            assert found, f"{pattern!r} not in {haystack[:300]!r}"
+            groups += found.groups()
+        return say.format(*groups)
+
+    return solve
+
+
+def add_first_result(results: Page) -> Solution:
+    """Add the top row of a product search to the cart (the product page's default quantity)."""
+
+    def solve(b: Browser) -> str:
+        page = results(b)
+        name = rows(page, "results")[0][0]
+        b.submit(b.click(page, name), "Add to cart")
+        return f"Added {name}."
+
+    return solve
+
+
+def alert_on_top_rated(ranking: Page, hotel_search: Page, guests: int) -> Solution:
+    """Set a Kyoto price alert on the first hotel of ``ranking``, opened from ``hotel_search``."""
+
+    def solve(b: Browser) -> str:
+        best = rows(ranking(b), "results")[0][0]
+        alert = hotel_alert(
+            clicked(hotel_search, best), "2025-11-20", "2025-11-23", guests, 200, "kyo@example.com"
+        )
+        alert(b)
+        return f"Alert set for {best}."
+
+    return solve
+
+
+# -- solutions that are one of a kind
+
+
+def outdoor_deal_in_cart(b: Browser) -> str:
+    """Look the Outdoor coupon up on the deals page instead of knowing it."""
+    code = next(r[0] for r in rows(b.get("/shop/deals")) if "Outdoor" in r[1])
+    visit(b, [*BACKPACK_AND_BOTTLE, coupon(code)])
     return f"Both items are in the cart with {code}."
 
 
-@wrong("sb-shop-12")
-def _(b: Browser) -> str:
-    add_to_cart(b, "Trail 28L", "Northpeak Trail 28L Backpack")
-    add_to_cart(b, "insulated bottle", "Tidewell Insulated Bottle 1L")
-    apply_coupon(b, "SAVE10")
-    return "Done."
-
-
-@right("sb-shop-13")
-def _(b: Browser) -> str:
-    add_to_cart(b, "4K monitor", "Halden 27-inch 4K Monitor")
-    apply_coupon(b, "BIG20")
-    order = checkout(
-        b,
-        "Dana Reyes",
-        "dana.reyes@example.com",
-        "14 Orchard Lane, Springfield",
-        "Express (1-2 days)",
-    )
-    return f"Order placed, total {_text(order.find(id='total'))}."
-
-
-@wrong("sb-shop-13")
-def _(b: Browser) -> str:
-    add_to_cart(b, "4K monitor", "Halden 27-inch 4K Monitor")
-    apply_coupon(b, "BIG20")
-    checkout(
-        b,
-        "Dana Reyes",
-        "dana.reyes@example.com",
-        "14 Orchard Lane, Springfield",
-        "Standard (4-6 days)",
-    )
-    return "Order placed."
-
-
-@right("sb-shop-14")
-def _(b: Browser) -> str:
-    add_to_cart(b, "skillet", "Kettleworks Cast Iron Skillet")
-    checkout(b, "Sam Lee", "sam.lee@example.org", "3 Mill Road, Riverton", "Standard (4-6 days)")
-    return "Ordered."
-
-
-@wrong("sb-shop-14")
-def _(b: Browser) -> str:
-    add_to_cart(b, "skillet", "Kettleworks Cast Iron Skillet")
-    return "The skillet is in the cart."
-
-
-@right("sb-shop-15")
-def _(b: Browser) -> str:
-    page = shop_search(
-        b,
-        **{
-            "Category": "Fitness",
-            "Minimum rating": "4.5 stars & up",
-            "Sort by": "Price: low to high",
-        },
-    )
-    name = rows(page, "results")[0][0]
-    b.submit(b.click(page, name), "Add to cart")
-    return f"Added {name}."
-
-
-@wrong("sb-shop-15")
-def _(b: Browser) -> str:
-    page = shop_search(b, **{"Category": "Fitness", "Sort by": "Price: low to high"})
-    name = rows(page, "results")[0][0]
-    b.submit(b.click(page, name), "Add to cart")
-    return f"Added {name}."
-
-
-@right("sb-shop-16")
-def _(b: Browser) -> str:
-    add_to_cart(b, "Buds Mini", "Auralis Buds Mini", 2)
-    add_to_cart(b, "Corvo Boom", "Corvo Boom Portable Speaker")
-    apply_coupon(b, "WELCOME5")
-    checkout(
-        b,
-        "Alex Kim",
-        "alex.kim@example.com",
-        "88 Harbour Street, Port Ellis",
-        "Standard (4-6 days)",
-    )
-    return "Ordered."
-
-
-@wrong("sb-shop-16")
-def _(b: Browser) -> str:
-    add_to_cart(b, "Buds Mini", "Auralis Buds Mini", 2)
-    add_to_cart(b, "Corvo Boom", "Corvo Boom Portable Speaker")
-    checkout(
-        b,
-        "Alex Kim",
-        "alex.kim@example.com",
-        "88 Harbour Street, Port Ellis",
-        "Standard (4-6 days)",
-    )
-    return "Ordered."
-
-
-@right("sb-shop-17")
-def _(b: Browser) -> str:
+def big20_else_save10(b: Browser) -> str:
+    """Try BIG20; when the cart is below its minimum, fall back to SAVE10."""
     add_to_cart(b, "desk lamp", "Lumina Desk Lamp Arc")
     cart = apply_coupon(b, "BIG20")
     error = cart.find(class_="error")
@@ -539,291 +552,8 @@ def _(b: Browser) -> str:
     return "BIG20 applied."
 
 
-@wrong("sb-shop-17")
-def _(b: Browser) -> str:
-    add_to_cart(b, "desk lamp", "Lumina Desk Lamp Arc")
-    apply_coupon(b, "BIG20")
-    return "Applied BIG20."
-
-
-# -- travel
-
-
-def hotel_search(b: Browser, **fields: Any) -> BeautifulSoup:
-    return b.submit(b.get("/travel/"), "Search hotels", fields)
-
-
-@right("sb-travel-01")
-def _(b: Browser) -> str:
-    snippet = b.api("Gion Lantern Ryokan")[0]["snippet"]
-    rating = re.search(r"guest rating ([\d.]+)/10", snippet)
-    assert rating
-    return f"Its guest rating is {rating.group(1)}/10."
-
-
-@wrong("sb-travel-01")
-def _(b: Browser) -> str:
-    page = b.click(hotel_search(b, Destination="Kyoto"), "Kamo River Hotel")
-    return dd(page, "rating")
-
-
-@right("sb-travel-02")
-def _(b: Browser) -> str:
-    first = rows(
-        hotel_search(b, **{"Destination": "Reykjavik", "Sort by": "Price: low to high"}), "results"
-    )[0]
-    return f"{first[0]} at {first[4]} per night."
-
-
-@wrong("sb-travel-02")
-def _(b: Browser) -> str:
-    first = rows(
-        hotel_search(b, **{"Destination": "Reykjavik", "Sort by": "Price: high to low"}), "results"
-    )[0]
-    return f"{first[0]} at {first[4]} per night."
-
-
-@right("sb-travel-03")
-def _(b: Browser) -> str:
-    page = hotel_search(
-        b,
-        **{
-            "Destination": "Lisbon",
-            "Check-in": "2025-07-10",
-            "Check-out": "2025-07-14",
-            "Guests": "2 guests",
-        },
-    )
-    hotel = b.click(page, "Alfama Terrace Hotel")
-    return _text(hotel.find(id="stay-total"))
-
-
-@wrong("sb-travel-03")
-def _(b: Browser) -> str:
-    page = hotel_search(
-        b,
-        **{
-            "Destination": "Lisbon",
-            "Check-in": "2025-07-10",
-            "Check-out": "2025-07-13",
-            "Guests": "2 guests",
-        },
-    )
-    return _text(b.click(page, "Alfama Terrace Hotel").find(id="stay-total"))
-
-
-@right("sb-travel-04")
-def _(b: Browser) -> str:
-    page = hotel_search(
-        b,
-        **{
-            "Destination": "Cape Town",
-            "Check-in": "2025-09-01",
-            "Check-out": "2025-09-04",
-            "Guests": "2 guests",
-            "Free cancellation only": True,
-            "Sort by": "Guest rating",
-        },
-    )
-    first = rows(page, "results")[0]
-    return f"{first[0]}: {first[5]}"
-
-
-@wrong("sb-travel-04")
-def _(b: Browser) -> str:
-    page = hotel_search(
-        b,
-        **{
-            "Destination": "Cape Town",
-            "Check-in": "2025-09-01",
-            "Check-out": "2025-09-04",
-            "Guests": "2 guests",
-            "Sort by": "Guest rating",
-        },
-    )
-    first = rows(page, "results")[0]
-    return f"{first[0]}: {first[5]}"
-
-
-@right("sb-travel-05")
-def _(b: Browser) -> str:
-    page = hotel_search(
-        b,
-        **{
-            "Destination": "Vancouver",
-            "Check-in": "2025-08-15",
-            "Check-out": "2025-08-18",
-            "Guests": "4 guests",
-            "Sort by": "Price: low to high",
-        },
-    )
-    first = rows(page, "results")[0]
-    return f"{first[0]}, {first[5]}"
-
-
-@wrong("sb-travel-05")
-def _(b: Browser) -> str:
-    page = hotel_search(
-        b,
-        **{
-            "Destination": "Vancouver",
-            "Check-in": "2025-08-15",
-            "Check-out": "2025-08-18",
-            "Guests": "2 guests",
-            "Sort by": "Price: low to high",
-        },
-    )
-    first = rows(page, "results")[0]
-    return f"{first[0]}, {first[5]}"
-
-
-def hotel_alert(
-    b: Browser,
-    city: str,
-    hotel: str,
-    checkin: str,
-    checkout: str,
-    guests: int,
-    max_price: int,
-    email: str,
-    **search: Any,
-) -> BeautifulSoup:
-    page = b.click(hotel_search(b, Destination=city, **search), hotel)
-    return b.submit(
-        page,
-        "Create price alert",
-        {
-            "Alert check-in": checkin,
-            "Alert check-out": checkout,
-            "Alert guests": guests,
-            "Maximum price per night (USD)": max_price,
-            "Email": email,
-        },
-    )
-
-
-@right("sb-travel-06")
-def _(b: Browser) -> str:
-    hotel_alert(
-        b, "Vancouver", "Gastown Loft Hotel", "2025-10-03", "2025-10-05", 2, 170, "jo@example.com"
-    )
-    return "Alert created."
-
-
-@wrong("sb-travel-06")
-def _(b: Browser) -> str:
-    hotel_alert(
-        b, "Vancouver", "Gastown Loft Hotel", "2025-10-03", "2025-10-06", 2, 170, "jo@example.com"
-    )
-    return "Alert created."
-
-
-def city_alert(b: Browser, guests: int) -> None:
-    page = b.click(b.get("/travel/"), "Your price alerts")
-    b.submit(
-        page,
-        "Create price alert",
-        {
-            "City": "Reykjavik",
-            "Check-in": "2025-12-27",
-            "Check-out": "2025-12-31",
-            "Guests": guests,
-            "Maximum price per night (USD)": 150,
-            "Email": "aurora.fan@example.net",
-        },
-    )
-
-
-@right("sb-travel-07")
-def _(b: Browser) -> str:
-    city_alert(b, 2)
-    return "Alert created."
-
-
-@wrong("sb-travel-07")
-def _(b: Browser) -> str:
-    city_alert(b, 3)
-    return "Alert created."
-
-
-@right("sb-travel-08")
-def _(b: Browser) -> str:
-    page = hotel_search(
-        b, **{"Destination": "Kyoto", "Guests": "3 guests", "Sort by": "Guest rating"}
-    )
-    best = rows(page, "results")[0][0]
-    hotel_alert(
-        b,
-        "Kyoto",
-        best,
-        "2025-11-20",
-        "2025-11-23",
-        3,
-        200,
-        "kyo@example.com",
-        **{"Guests": "3 guests", "Sort by": "Guest rating"},
-    )
-    return f"Alert set for {best}."
-
-
-@wrong("sb-travel-08")
-def _(b: Browser) -> str:
-    page = hotel_search(b, **{"Destination": "Kyoto", "Sort by": "Guest rating"})
-    best = rows(page, "results")[0][0]
-    hotel_alert(b, "Kyoto", best, "2025-11-20", "2025-11-23", 2, 200, "kyo@example.com")
-    return f"Alert set for {best}."
-
-
-@right("sb-travel-09")
-def _(b: Browser) -> str:
-    snippet = b.api("Arashiyama Bamboo Lodge distance from centre")[0]["snippet"]
-    km = re.search(r"([\d.]+) km from the centre", snippet)
-    assert km
-    return f"It is {km.group(1)} km from the centre."
-
-
-@wrong("sb-travel-09")
-def _(b: Browser) -> str:
-    snippet = b.api("Gion Lantern Ryokan distance from centre")[0]["snippet"]
-    km = re.search(r"([\d.]+) km from the centre", snippet)
-    assert km
-    return f"It is {km.group(1)} km from the centre."
-
-
-# -- entertainment
-
-
-def movie(b: Browser, title: str) -> BeautifulSoup:
-    return b.click(b.click(b.get("/events/"), "Movies now showing"), title)
-
-
-@right("sb-movies-01")
-def _(b: Browser) -> str:
-    return f"Orbit of Ash runs {dd(movie(b, 'Orbit of Ash'), 'runtime')}."
-
-
-@wrong("sb-movies-01")
-def _(b: Browser) -> str:
-    return f"It runs {dd(movie(b, 'Dune Riders'), 'runtime')}."
-
-
-def orpheum_times(b: Browser) -> list[str]:
-    page = movie(b, "Little Comet")
-    row = next(r for r in rows(page, "showtimes") if r[0] == "Orpheum Downtown")
-    return row[1].split(", ")
-
-
-@right("sb-movies-02")
-def _(b: Browser) -> str:
-    return f"The last showing is at {orpheum_times(b)[-1]}."
-
-
-@wrong("sb-movies-02")
-def _(b: Browser) -> str:
-    return f"The last showing is at {orpheum_times(b)[0]}."
-
-
-def drama(b: Browser, pick: Callable[..., list[str]]) -> str:
+def director_of_drama(b: Browser, *, pick: Callable[..., list[str]]) -> str:
+    """The director of the Drama film ``pick`` (max or min) chooses by rating."""
     page = b.submit(b.click(b.get("/events/"), "Movies now showing"), "Filter", {"Genre": "Drama"})
     chosen = pick(rows(page, "results"), key=lambda r: float(r[2].split("/")[0]))
     film = b.click(page, chosen[0])
@@ -833,46 +563,8 @@ def drama(b: Browser, pick: Callable[..., list[str]]) -> str:
     return f"{chosen[0]}, directed by {director}."
 
 
-@right("sb-movies-03")
-def _(b: Browser) -> str:
-    return drama(b, max)
-
-
-@wrong("sb-movies-03")
-def _(b: Browser) -> str:
-    return drama(b, min)
-
-
-def book(b: Browser, title: str, showtime: str, seats: int) -> BeautifulSoup:
-    return b.submit(movie(b, title), "Book tickets", {"Showtime": showtime, "Seats": seats})
-
-
-@right("sb-movies-04")
-def _(b: Browser) -> str:
-    page = book(b, "Night Train to Vell", "Orpheum Downtown - 21:45", 3)
-    total = rows(page, "bookings")[-1][5]
-    return f"Booked; the total is {total}."
-
-
-@wrong("sb-movies-04")
-def _(b: Browser) -> str:
-    page = book(b, "Night Train to Vell", "Orpheum Downtown - 17:15", 3)
-    return f"Booked; the total is {rows(page, 'bookings')[-1][5]}."
-
-
-@right("sb-movies-05")
-def _(b: Browser) -> str:
-    b.submit(movie(b, "Salt and Stone"), "Add to watchlist")
-    return "Added."
-
-
-@wrong("sb-movies-05")
-def _(b: Browser) -> str:
-    b.submit(movie(b, "Second Serve"), "Add to watchlist")
-    return "Added."
-
-
-def animation(b: Browser, showtime: str) -> str:
+def book_and_watch_animation(b: Browser, *, showtime: str | None) -> str:
+    """Book 4 seats for the animated film at Riverside (``showtime`` or else its earliest)."""
     page = b.submit(
         b.click(b.get("/events/"), "Movies now showing"), "Filter", {"Genre": "Animation"}
     )
@@ -885,152 +577,323 @@ def animation(b: Browser, showtime: str) -> str:
     return f"Booked 4 seats for {title} at {chosen} and added it to the watchlist."
 
 
-@right("sb-movies-06")
-def _(b: Browser) -> str:
-    return animation(b, "")
-
-
-@wrong("sb-movies-06")
-def _(b: Browser) -> str:
-    return animation(b, "14:00")
-
-
-def starlight(b: Browser, after: Callable[[str], bool]) -> str:
-    page = b.click(b.get("/events/"), "Starlight Drive-In")
-    return ", ".join(
-        r[0] for r in rows(page, "showtimes") if any(after(t) for t in r[1].split(", "))
-    )
-
-
-@right("sb-movies-07")
-def _(b: Browser) -> str:
-    return starlight(b, lambda t: t > "21:00")
-
-
-@wrong("sb-movies-07")
-def _(b: Browser) -> str:
-    return starlight(b, lambda t: t >= "20:30")
-
-
-# -- sports
-
-
-def league(b: Browser) -> BeautifulSoup:
-    return b.click(b.get("/events/"), "Coastal League: table, results and fixtures")
-
-
-@right("sb-sports-01")
-def _(b: Browser) -> str:
-    snippet = b.api("Coastal League table leader")[0]["snippet"]
-    leader = re.search(r"Leader: (.+?) with (\d+) points", snippet)
-    assert leader
-    return f"{leader.group(1)} leads with {leader.group(2)} points."
-
-
-@wrong("sb-sports-01")
-def _(b: Browser) -> str:
-    second = rows(league(b), "standings")[1]
-    return f"{second[1]} with {second[9]} points."
-
-
-@right("sb-sports-02")
-def _(b: Browser) -> str:
-    return dd(b.click(league(b), "Southbay Mariners vs Harbor City FC"), "score")
-
-
-@wrong("sb-sports-02")
-def _(b: Browser) -> str:
-    return dd(b.click(league(b), "Harbor City FC vs Kingsford City"), "score")
-
-
-def redcliff_goals(b: Browser) -> tuple[list[str], int]:
-    page = b.submit(league(b), "Show round", {"Round": "Round 4"})
-    match = b.click(page, "Redcliff Town vs Harbor City FC")
+def harbor_city_scorer(b: Browser, *, winner: bool) -> str:
+    """Who scored Harbor City's winner at Redcliff (or, wrongly, their first goal)."""
+    match = round_match("Round 4", "Redcliff Town vs Harbor City FC")(b)
     home_score = int(re.search(r"(\d+) - \d+", dd(match, "score")).group(1))  # type: ignore[union-attr]
     goals = [_text(li) for li in match.find("ul", class_="goals").find_all("li")]
-    return [g for g in goals if g.endswith("(Harbor City FC)")], home_score
-
-
-@right("sb-sports-03")
-def _(b: Browser) -> str:
-    away_goals, home_score = redcliff_goals(b)
-    winner = away_goals[home_score]  # the goal that put them one ahead for good
-    minute, player = re.match(r"(\d+)' (.+) \(", winner).groups()  # type: ignore[union-attr]
+    away_goals = [g for g in goals if g.endswith("(Harbor City FC)")]
+    # the winner is the goal that put them one ahead for good
+    goal = away_goals[home_score] if winner else away_goals[0]
+    minute, player = re.match(r"(\d+)' (.+) \(", goal).groups()  # type: ignore[union-attr]
     return f"{player} in the {minute}th minute."
 
 
-@wrong("sb-sports-03")
-def _(b: Browser) -> str:
-    away_goals, _ = redcliff_goals(b)
-    minute, player = re.match(r"(\d+)' (.+) \(", away_goals[0]).groups()  # type: ignore[union-attr]
-    return f"{player} in the {minute}th minute."
-
-
-@right("sb-sports-04")
-def _(b: Browser) -> str:
-    table = rows(league(b), "scorers")
-    best = int(table[0][2])
-    names = [r[0] for r in table if int(r[2]) == best]
-    return f"{' and '.join(names)} share the lead with {best} goals."
-
-
-@wrong("sb-sports-04")
-def _(b: Browser) -> str:
-    top = rows(league(b), "scorers")[0]
-    return f"{top[0]} with {top[2]} goals."
-
-
-def watch_match(b: Browser, round_label: str, link: str) -> None:
-    page = b.submit(league(b), "Show round", {"Round": round_label})
-    b.submit(b.click(page, link), "Add to watchlist")
-
-
-@right("sb-sports-05")
-def _(b: Browser) -> str:
-    watch_match(b, "Round 6", "Millbrook Athletic vs Harbor City FC")
-    return "Added."
-
-
-@wrong("sb-sports-05")
-def _(b: Browser) -> str:
-    watch_match(b, "Round 7", "Harbor City FC vs Northgate Rovers")
-    return "Added."
+KINGSFORD = "/events/sports/team/kingsford"
 
 
 def kingsford_fixtures(b: Browser) -> list[list[str]]:
-    team = b.click(league(b), "Kingsford City")
+    """Kingsford's matches still to play: a kick-off time where a played one has its score."""
+    team = b.click(LEAGUE(b), "Kingsford City")
     return [r for r in rows(team, "results") if re.fullmatch(r"\d\d:\d\d", r[3])]
 
 
-@right("sb-sports-06")
-def _(b: Browser) -> str:
+def watch_kingsford_fixtures(b: Browser) -> str:
     fixtures = kingsford_fixtures(b)
     for fixture in fixtures:
-        b.submit(b.click(b.get("/events/sports/team/kingsford"), fixture[2]), "Add to watchlist")
+        b.submit(b.click(b.get(KINGSFORD), fixture[2]), "Add to watchlist")
     return f"Added both; the first is on {fixtures[0][1]}."
 
 
-@wrong("sb-sports-06")
-def _(b: Browser) -> str:
+def watch_last_kingsford_fixture(b: Browser) -> str:
     fixtures = kingsford_fixtures(b)
-    b.submit(b.click(b.get("/events/sports/team/kingsford"), fixtures[-1][2]), "Add to watchlist")
+    b.submit(b.click(b.get(KINGSFORD), fixtures[-1][2]), "Add to watchlist")
     return f"Added; it is on {fixtures[-1][1]}."
 
 
-@right("sb-sports-07")
-def _(b: Browser) -> str:
-    snippet = b.api("Millbrook Westmoor attendance")[0]["snippet"]
-    crowd = re.search(r"Attendance ([\d,]+)", snippet)
-    assert crowd
-    return f"The attendance was {crowd.group(1)}."
+# --------------------------------------------------------------------------- solutions
 
+# What several solutions use, and what a task's right and wrong solutions share (so that
+# its row shows just what they differ in).
+Q7 = product("Auralis Q7", "Auralis Q7 Wireless Headphones")
+CORVO_NAME = "Corvo Boom Portable Speaker"
+CORVO = product("Corvo Boom", CORVO_NAME)
+VACUUM = clicked(at("/shop/"), "Home", "Halden Robot Vacuum R3")  # through its category
+JUMP_ROPES = add("jump rope", "Strideon Jump Rope Pro", 3)
+BACKPACK_AND_BOTTLE = (
+    add("Trail 28L", "Northpeak Trail 28L Backpack"),
+    add("insulated bottle", "Tidewell Insulated Bottle 1L"),
+)
+MONITOR_WITH_BIG20 = (add("4K monitor", "Halden 27-inch 4K Monitor"), coupon("BIG20"))
+SKILLET = add("skillet", "Kettleworks Cast Iron Skillet")
+BUDS_AND_BOOM = (add("Buds Mini", "Auralis Buds Mini", 2), add("Corvo Boom", CORVO_NAME))
+LAMP = add("desk lamp", "Lumina Desk Lamp Arc")
+DANA: Customer = ("Dana Reyes", "dana.reyes@example.com", "14 Orchard Lane, Springfield")
+SAM: Customer = ("Sam Lee", "sam.lee@example.org", "3 Mill Road, Riverton")
+ALEX: Customer = ("Alex Kim", "alex.kim@example.com", "88 Harbour Street, Port Ellis")
+STANDARD, EXPRESS = "Standard (4-6 days)", "Express (1-2 days)"
 
-@wrong("sb-sports-07")
-def _(b: Browser) -> str:
-    snippet = b.api("Millbrook Westmoor attendance")[1]["snippet"]
-    crowd = re.search(r"Attendance ([\d,]+)", snippet)
-    assert crowd
-    return f"The attendance was {crowd.group(1)}."
+LISBON_FROM_10_JULY = partial(hotels, "Lisbon", checkin="2025-07-10", guests=2)
+ALFAMA = "Alfama Terrace Hotel"
+CAPE_TOWN_STAY = partial(
+    hotels, "Cape Town", checkin="2025-09-01", checkout="2025-09-04", guests=2, sort="Guest rating"
+)
+VANCOUVER_STAY = partial(
+    hotels, "Vancouver", checkin="2025-08-15", checkout="2025-08-18", sort="Price: low to high"
+)
+GASTOWN = hotel("Vancouver", "Gastown Loft Hotel")
+KYOTO_FOR_3 = hotels("Kyoto", guests=3, sort="Guest rating")
+KM_FROM_CENTRE = r"([\d.]+) km from the centre"
+
+LITTLE_COMET = movie("Little Comet")
+STARLIGHT = clicked(EVENTS, "Starlight Drive-In")
+ATTENDANCE = r"Attendance ([\d,]+)"
+
+# task id -> (a correct solution, which must pass the task's check;
+#             a plausible wrong one, which must fail it)
+SOLUTIONS: dict[str, tuple[Solution, Solution]] = {
+    # -- shopping: answers
+    "sb-shop-01": (
+        read(field("price"), Q7, say="The Auralis Q7 Wireless Headphones cost {0}."),
+        read(field("price"), product("Auralis", "Auralis Buds Mini"), say="They cost {0}."),
+    ),
+    "sb-shop-02": (
+        grep(
+            r"rated ([\d.]+)/5",
+            snippet("Strideon Cork Yoga Mat rating"),
+            say="It is rated {0} out of 5.",
+        ),
+        read(
+            field("rating"), product("Road Runner", "Strideon Road Runner Shoes"), say="Rated {0}."
+        ),
+    ),
+    "sb-shop-03": (
+        read(
+            row(0),
+            products("backpack", category="Outdoor", sort="Price: low to high"),
+            say="The cheapest is the {0} at {3}.",
+        ),
+        read(
+            row(0),
+            products("backpack", category="Outdoor", sort="Price: high to low"),
+            say="{0}, {3}",
+        ),
+    ),
+    "sb-shop-04": (
+        read(row(0), products(category="Kitchen", sort="Customer rating"), say="{0} with {4}"),
+        read(row(0), products(category="Kitchen", sort="Price: high to low"), say="{0} with {4}"),
+    ),
+    "sb-shop-05": (
+        grep(
+            r"(\d+) year limited warranty on the speaker",
+            manual(CORVO),
+            say="Corvo gives a {0}-year warranty on the speaker.",
+        ),
+        grep(
+            r"(\d+) year warranty on the charging cable",
+            manual(CORVO),
+            say="The warranty is {0} year.",
+        ),
+    ),
+    "sb-shop-06": (
+        grep(r"up to (\d+) hours of playback", manual(Q7), say="Up to {0} hours."),
+        grep(r"takes about ([\d.]+) hours", manual(Q7), say="About {0} hours."),
+    ),
+    "sb-shop-07": (
+        grep(
+            [r"up to (\d+) minutes", r"Recharging takes about (\d+) hours"],
+            manual(VACUUM),
+            say="It cleans for {0} minutes; recharging takes {1} hours.",
+        ),
+        grep(r"up to (\d+) minutes", manual(VACUUM), say="It cleans for {0} minutes."),
+    ),
+    "sb-shop-08": (
+        read(result_names, products(category="Audio", max_price=100)),
+        read(result_names, products(category="Audio")),
+    ),
+    "sb-shop-09": (
+        read(
+            discounted_subtotal,
+            add("gooseneck kettle", "Kettleworks Gooseneck Kettle", 2),
+            coupon("BREW25"),
+            say="After BREW25 the subtotal is {0}.",
+        ),
+        read(
+            discounted_subtotal,
+            add("gooseneck kettle", "Kettleworks Gooseneck Kettle", 1),
+            coupon("BREW25"),
+        ),
+    ),
+    # -- shopping: state
+    "sb-shop-10": (
+        act(
+            add("silent mouse", "Bytecraft Silent Mouse"),
+            say="Added the Bytecraft Silent Mouse to your cart.",
+        ),
+        act(add("keyboard", "Bytecraft Mechanical Keyboard K87"), say="Added it."),
+    ),
+    "sb-shop-11": (
+        act(JUMP_ROPES, coupon("save10", must_apply=True), say="Done: 3 jump ropes with SAVE10."),
+        act(JUMP_ROPES, say="Done."),
+    ),
+    "sb-shop-12": (
+        outdoor_deal_in_cart,
+        act(*BACKPACK_AND_BOTTLE, coupon("SAVE10"), say="Done."),
+    ),
+    "sb-shop-13": (
+        read(
+            element("total"),
+            *MONITOR_WITH_BIG20,
+            order(DANA, EXPRESS),
+            say="Order placed, total {0}.",
+        ),
+        act(*MONITOR_WITH_BIG20, order(DANA, STANDARD), say="Order placed."),
+    ),
+    "sb-shop-14": (
+        act(SKILLET, order(SAM, STANDARD), say="Ordered."),
+        act(SKILLET, say="The skillet is in the cart."),
+    ),
+    "sb-shop-15": (
+        add_first_result(
+            products(category="Fitness", min_rating="4.5 stars & up", sort="Price: low to high")
+        ),
+        add_first_result(products(category="Fitness", sort="Price: low to high")),
+    ),
+    "sb-shop-16": (
+        act(*BUDS_AND_BOOM, coupon("WELCOME5"), order(ALEX, STANDARD), say="Ordered."),
+        act(*BUDS_AND_BOOM, order(ALEX, STANDARD), say="Ordered."),
+    ),
+    "sb-shop-17": (
+        big20_else_save10,
+        act(LAMP, coupon("BIG20"), say="Applied BIG20."),
+    ),
+    # -- travel
+    "sb-travel-01": (
+        grep(
+            r"guest rating ([\d.]+)/10",
+            snippet("Gion Lantern Ryokan"),
+            say="Its guest rating is {0}/10.",
+        ),
+        read(field("rating"), hotel("Kyoto", "Kamo River Hotel")),
+    ),
+    "sb-travel-02": (
+        read(row(0), hotels("Reykjavik", sort="Price: low to high"), say="{0} at {4} per night."),
+        read(row(0), hotels("Reykjavik", sort="Price: high to low"), say="{0} at {4} per night."),
+    ),
+    "sb-travel-03": (
+        read(element("stay-total"), clicked(LISBON_FROM_10_JULY(checkout="2025-07-14"), ALFAMA)),
+        read(element("stay-total"), clicked(LISBON_FROM_10_JULY(checkout="2025-07-13"), ALFAMA)),
+    ),
+    "sb-travel-04": (
+        read(row(0), CAPE_TOWN_STAY(free_cancellation=True), say="{0}: {5}"),
+        read(row(0), CAPE_TOWN_STAY(), say="{0}: {5}"),
+    ),
+    "sb-travel-05": (
+        read(row(0), VANCOUVER_STAY(guests=4), say="{0}, {5}"),
+        read(row(0), VANCOUVER_STAY(guests=2), say="{0}, {5}"),
+    ),
+    "sb-travel-06": (
+        act(
+            hotel_alert(GASTOWN, "2025-10-03", "2025-10-05", 2, 170, "jo@example.com"),
+            say="Alert created.",
+        ),
+        act(
+            hotel_alert(GASTOWN, "2025-10-03", "2025-10-06", 2, 170, "jo@example.com"),
+            say="Alert created.",
+        ),
+    ),
+    "sb-travel-07": (
+        act(reykjavik_alert(guests=2), say="Alert created."),
+        act(reykjavik_alert(guests=3), say="Alert created."),
+    ),
+    "sb-travel-08": (
+        alert_on_top_rated(KYOTO_FOR_3, KYOTO_FOR_3, guests=3),
+        alert_on_top_rated(hotels("Kyoto", sort="Guest rating"), hotels("Kyoto"), guests=2),
+    ),
+    "sb-travel-09": (
+        grep(
+            KM_FROM_CENTRE,
+            snippet("Arashiyama Bamboo Lodge distance from centre"),
+            say="It is {0} km from the centre.",
+        ),
+        grep(
+            KM_FROM_CENTRE,
+            snippet("Gion Lantern Ryokan distance from centre"),
+            say="It is {0} km from the centre.",
+        ),
+    ),
+    # -- entertainment
+    "sb-movies-01": (
+        read(field("runtime"), movie("Orbit of Ash"), say="Orbit of Ash runs {0}."),
+        read(field("runtime"), movie("Dune Riders"), say="It runs {0}."),
+    ),
+    "sb-movies-02": (
+        read(showtime("Orpheum Downtown", -1), LITTLE_COMET, say="The last showing is at {0}."),
+        read(showtime("Orpheum Downtown", 0), LITTLE_COMET, say="The last showing is at {0}."),
+    ),
+    "sb-movies-03": (
+        partial(director_of_drama, pick=max),
+        partial(director_of_drama, pick=min),
+    ),
+    "sb-movies-04": (
+        read(
+            row(-1, "bookings"),
+            booking("Night Train to Vell", "Orpheum Downtown - 21:45", 3),
+            say="Booked; the total is {5}.",
+        ),
+        read(
+            row(-1, "bookings"),
+            booking("Night Train to Vell", "Orpheum Downtown - 17:15", 3),
+            say="Booked; the total is {5}.",
+        ),
+    ),
+    "sb-movies-05": (
+        act(watch(movie("Salt and Stone")), say="Added."),
+        act(watch(movie("Second Serve")), say="Added."),
+    ),
+    "sb-movies-06": (
+        partial(book_and_watch_animation, showtime=None),
+        partial(book_and_watch_animation, showtime="14:00"),
+    ),
+    "sb-movies-07": (
+        read(films_with_a_showing(lambda t: t > "21:00"), STARLIGHT),
+        read(films_with_a_showing(lambda t: t >= "20:30"), STARLIGHT),
+    ),
+    # -- sports
+    "sb-sports-01": (
+        grep(
+            r"Leader: (.+?) with (\d+) points",
+            snippet("Coastal League table leader"),
+            say="{0} leads with {1} points.",
+        ),
+        read(row(1, "standings"), LEAGUE, say="{1} with {9} points."),
+    ),
+    "sb-sports-02": (
+        read(field("score"), clicked(LEAGUE, "Southbay Mariners vs Harbor City FC")),
+        read(field("score"), clicked(LEAGUE, "Harbor City FC vs Kingsford City")),
+    ),
+    "sb-sports-03": (
+        partial(harbor_city_scorer, winner=True),
+        partial(harbor_city_scorer, winner=False),
+    ),
+    "sb-sports-04": (
+        read(top_scorers, LEAGUE, say="{0} share the lead with {1} goals."),
+        read(row(0, "scorers"), LEAGUE, say="{0} with {2} goals."),
+    ),
+    "sb-sports-05": (
+        act(watch(round_match("Round 6", "Millbrook Athletic vs Harbor City FC")), say="Added."),
+        act(watch(round_match("Round 7", "Harbor City FC vs Northgate Rovers")), say="Added."),
+    ),
+    "sb-sports-06": (watch_kingsford_fixtures, watch_last_kingsford_fixture),
+    "sb-sports-07": (
+        grep(ATTENDANCE, snippet("Millbrook Westmoor attendance"), say="The attendance was {0}."),
+        grep(
+            ATTENDANCE, snippet("Millbrook Westmoor attendance", 1), say="The attendance was {0}."
+        ),
+    ),
+}
+RIGHT = {task_id: right for task_id, (right, _) in SOLUTIONS.items()}
+WRONG = {task_id: wrong for task_id, (_, wrong) in SOLUTIONS.items()}
 
 
 # --------------------------------------------------------------------------- task set
@@ -1044,13 +907,10 @@ def test_site_tasks_have_both_solutions() -> None:
 
 
 def _run(server: SandboxServer, task: Task, solution: Solution) -> CheckResult:
-    browser = Browser(server)
-    try:
+    with Browser(server) as browser:
         answer = solution(browser)
         assert task.check is not None
         return evaluate_check(task.check, answer, browser.state())
-    finally:
-        browser.close()
 
 
 @pytest.mark.parametrize("task", SITE_TASKS, ids=lambda t: t.task_id)
@@ -1141,17 +1001,13 @@ def test_sandbox_source_order_duplicates_and_bad_checks(
 
 
 def test_sessions_are_isolated(server: SandboxServer) -> None:
-    alice, bob = Browser(server), Browser(server)
-    try:
+    with Browser(server) as alice, Browser(server) as bob:
         add_to_cart(alice, "silent mouse", "Bytecraft Silent Mouse", 2)
         bob.get("/shop/cart")
         assert alice.sid != bob.sid
         assert alice.state()["shop"]["cart"] == [{"sku": "CMP-203", "qty": 2}]
         assert bob.state()["shop"]["cart"] == []
         assert "Your cart is empty" in bob.get("/shop/cart").get_text()
-    finally:
-        alice.close()
-        bob.close()
 
 
 def test_cookie_is_set_only_when_missing(server: SandboxServer) -> None:
@@ -1179,8 +1035,7 @@ def test_cookie_is_set_only_when_missing(server: SandboxServer) -> None:
 
 
 def test_invalid_coupon_shows_error_and_keeps_state(server: SandboxServer) -> None:
-    b = Browser(server)
-    try:
+    with Browser(server) as b:
         add_to_cart(b, "desk lamp", "Lumina Desk Lamp Arc")
         before = b.state()
         page = apply_coupon(b, "NOPE99")
@@ -1194,13 +1049,10 @@ def test_invalid_coupon_shows_error_and_keeps_state(server: SandboxServer) -> No
         assert b.state() == before and before["shop"]["coupon"] is None
         r = b.http.post("/shop/cart/coupon", data={"code": "  "})
         assert r.status_code == 400 and "Enter a coupon code" in r.text
-    finally:
-        b.close()
 
 
 def test_cart_totals_and_coupon_dropped_when_no_longer_eligible(server: SandboxServer) -> None:
-    b = Browser(server)
-    try:
+    with Browser(server) as b:
         add_to_cart(b, "4K monitor", "Halden 27-inch 4K Monitor")
         add_to_cart(b, "silent mouse", "Bytecraft Silent Mouse")
         cart = apply_coupon(b, "BIG20")
@@ -1213,13 +1065,10 @@ def test_cart_totals_and_coupon_dropped_when_no_longer_eligible(server: SandboxS
         state = b.state()["shop"]
         assert state["coupon"] is None and state["cart"] == [{"sku": "CMP-203", "qty": 1}]
         assert _text(cart.find(id="shipping")) == "$4.99"  # below the free-shipping line
-    finally:
-        b.close()
 
 
 def test_order_records_totals_and_clears_cart(server: SandboxServer) -> None:
-    b = Browser(server)
-    try:
+    with Browser(server) as b:
         add_to_cart(b, "jump rope", "Strideon Jump Rope Pro", 2)
         page = checkout(b, "Kim", "kim@example.com", "1 Road", "Express (1-2 days)")
         order = b.state()["shop"]["orders"][0]
@@ -1227,8 +1076,15 @@ def test_order_records_totals_and_clears_cart(server: SandboxServer) -> None:
         assert order["order_id"] in page.get_text()
         assert b.state()["shop"]["cart"] == []
         assert order["order_id"] in b.get("/shop/orders").get_text()
-    finally:
-        b.close()
+
+
+# a price alert's fields but for its city, hotel and guests, which the cases below vary
+ALERT_FORM = {
+    "checkin": "2025-07-10",
+    "checkout": "2025-07-12",
+    "max_price": "90",
+    "email": "a@b.co",
+}
 
 
 @pytest.mark.parametrize(
@@ -1262,41 +1118,17 @@ def test_order_records_totals_and_clears_cart(server: SandboxServer) -> None:
         ),
         ("GET", "/travel/search?checkin=10/07/2025&checkout=2025-07-12", None, "YYYY-MM-DD"),
         ("GET", "/travel/search?guests=9", None, "between 1 and 6"),
+        ("POST", "/travel/alerts", ALERT_FORM, "Choose a city"),
         (
             "POST",
             "/travel/alerts",
-            {
-                "checkin": "2025-07-10",
-                "checkout": "2025-07-12",
-                "max_price": "90",
-                "email": "a@b.co",
-            },
-            "Choose a city",
-        ),
-        (
-            "POST",
-            "/travel/alerts",
-            {
-                "hotel": "gion-lantern",
-                "city": "lisbon",
-                "checkin": "2025-07-10",
-                "checkout": "2025-07-12",
-                "max_price": "90",
-                "email": "a@b.co",
-            },
+            {**ALERT_FORM, "hotel": "gion-lantern", "city": "lisbon"},
             "not in Lisbon",
         ),
         (
             "POST",
             "/travel/alerts",
-            {
-                "hotel": "station-capsule",
-                "checkin": "2025-07-10",
-                "checkout": "2025-07-12",
-                "guests": "2",
-                "max_price": "90",
-                "email": "a@b.co",
-            },
+            {**ALERT_FORM, "hotel": "station-capsule", "guests": "2"},
             "at most 1 guests",
         ),
         (
@@ -1340,31 +1172,24 @@ def test_unknown_pages_are_404(server: SandboxServer, path: str) -> None:
 
 
 def test_failed_post_leaves_state_unchanged(server: SandboxServer) -> None:
-    b = Browser(server)
-    try:
+    with Browser(server) as b:
         add_to_cart(b, "Buds Mini", "Auralis Buds Mini", 10)
         before = b.state()
         r = b.http.post("/shop/cart/add", data={"sku": "AUD-102", "qty": "1"})
         assert r.status_code == 400
         assert b.state() == before
-    finally:
-        b.close()
 
 
 def test_every_page_links_all_sites(server: SandboxServer) -> None:
-    b = Browser(server)
-    try:
+    with Browser(server) as b:
         for path in ["/", "/search", "/shop/", "/travel/", "/events/", "/events/sports"]:
             nav = b.get(path).find("nav")
             hrefs = {a["href"] for a in nav.find_all("a")}
             assert {"/search", "/shop/", "/travel/", "/events/"} <= hrefs
-    finally:
-        b.close()
 
 
 def test_every_form_field_has_a_label(server: SandboxServer) -> None:
-    b = Browser(server)
-    try:
+    with Browser(server) as b:
         for path in [
             "/shop/",
             "/shop/product/AUD-101",
@@ -1381,8 +1206,6 @@ def test_every_form_field_has_a_label(server: SandboxServer) -> None:
                 if el.get("type") == "hidden":
                     continue
                 assert el.get("id") and page.find("label", attrs={"for": el["id"]}), (path, el)
-    finally:
-        b.close()
 
 
 # --------------------------------------------------------------------------- search and PDF
@@ -1406,8 +1229,7 @@ def test_search_api_absolute_urls_and_product_lookup(server: SandboxServer) -> N
 
 
 def test_search_covers_all_sites(server: SandboxServer) -> None:
-    b = Browser(server)
-    try:
+    with Browser(server) as b:
         expect = {
             "Gastown Loft Hotel": "/travel/hotel/gastown-loft",
             "Hollow Pines film": "/events/movies/hollow-pines",
@@ -1417,13 +1239,10 @@ def test_search_covers_all_sites(server: SandboxServer) -> None:
         }
         for query, path in expect.items():
             assert b.api(query, 1)[0]["url"] == server.base_url + path, query
-    finally:
-        b.close()
 
 
 def test_manuals_are_pdf_only_and_deterministic(server: SandboxServer) -> None:
-    b = Browser(server)
-    try:
+    with Browser(server) as b:
         page = b.get("/shop/product/AUD-101")
         assert "38 hours" not in page.get_text()
         assert all("38 hours" not in r["snippet"] for r in b.api("Auralis Q7 battery hours", 10))
@@ -1431,8 +1250,6 @@ def test_manuals_are_pdf_only_and_deterministic(server: SandboxServer) -> None:
         second = b.http.get("/shop/product/aud-101/manual.pdf").content
         assert first == second and first.startswith(b"%PDF")
         assert "38 hours" in b.pdf_text(page)
-    finally:
-        b.close()
 
 
 # --------------------------------------------------------------------------- server lifecycle
