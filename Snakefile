@@ -2,6 +2,11 @@
 # The DAG: sample_tasks -> execute_stack (one job per stack) -> judge_runs + tag_values
 # -> aggregate_metrics -> test_factors -> plots, tables, report. With import.mastif_log set,
 # import_mastif_log (a log of the original MASTIF) replaces sample_tasks and execute_stack.
+# The environment is the .venv `make setup` builds (pinned by requirements.lock); a smoke
+# test of the whole DAG on a scripted model: see .test/config.yaml.
+from snakemake.utils import min_version
+
+min_version("9.20")
 
 
 configfile: "config/config.yaml"

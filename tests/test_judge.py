@@ -176,6 +176,7 @@ def test_provider_errors_end_as_judge_failed(one_run):
     assert row["judge_status"] == "judge_failed" and "InternalServerError" in row["judge_error"]
 
 
+@pytest.mark.slow  # starts the real Gemma-3-270M server
 def test_real_gemma_judge(one_run, base_config, tmp_path):
     runs, tasks = one_run
     cfg = parse_config(base_config)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -26,10 +27,18 @@ def snakemake(*args: str, cwd: Path, timeout: float = 600) -> subprocess.Complet
     )
 
 
+#: the one lint mastif does not satisfy: its rules have no conda environment or container,
+#: because the environment is the .venv of `make setup`, pinned by requirements.lock (no
+#: conda or container runtime where it runs; docs/architecture.md, "Snakemake conventions")
+ACCEPTED_LINTS = {"Specify a conda environment or container for each rule."}
+
+
 def test_lint_is_clean():
     proc = snakemake("--lint", cwd=REPO)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "Lints for" not in proc.stdout + proc.stderr
+    out = proc.stdout + proc.stderr
+    lints = set(re.findall(r"^\s+\* (.+?):$", out, flags=re.MULTILINE))
+    assert lints <= ACCEPTED_LINTS, out
+    assert proc.returncode == 0 or (lints and "Lints for rule" in out), out
     fmt = subprocess.run(
         [str(BIN / "snakefmt"), "--check", "Snakefile", "workflow/"],
         cwd=REPO, capture_output=True, text=True,

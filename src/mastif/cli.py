@@ -12,11 +12,24 @@ import sys
 from pathlib import Path
 
 from mastif.config import ConfigError, load_config
+from mastif.paths import default_config_path
+
+DEFAULT_CONFIG = "config/config.yaml"
+
+
+def config_file(path: str) -> str:
+    """``path`` as given; the default experiment's name falls back to mastif's own copy
+    when the working directory has none (an installed mastif run outside a checkout)."""
+    if path == DEFAULT_CONFIG and not Path(path).is_file():
+        return str(default_config_path())
+    return path
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     try:
-        cfg = load_config(args.config, base_dir=Path.cwd(), base=args.base)
+        cfg = load_config(
+            config_file(args.config), base_dir=Path.cwd(), base=config_file(args.base)
+        )
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -76,6 +89,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
     )
     with pl.Config(tbl_rows=100, tbl_cols=20):
         print(summary.sort("model", "protocol", "framework", "status"))
+    from mastif.report import versions_table
+
+    with pl.Config(tbl_rows=100, fmt_str_lengths=60, tbl_hide_dataframe_shape=True):
+        print(versions_table(df).select("package", "version", "runs"))
     return 0
 
 
@@ -83,7 +100,9 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     from mastif.estimate import estimate_experiment, format_estimate, load_estimate_tasks
 
     try:
-        cfg = load_config(args.config, base_dir=Path.cwd(), base=args.base)
+        cfg = load_config(
+            config_file(args.config), base_dir=Path.cwd(), base=config_file(args.base)
+        )
         tasks, note = load_estimate_tasks(cfg, Path.cwd(), args.tasks)
         est = estimate_experiment(cfg, Path.cwd(), args.chars_per_token, tasks, note)
     except (ConfigError, ValueError, OSError) as exc:
@@ -97,10 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mastif", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("validate", help="validate an experiment config and list its stacks")
-    p.add_argument("config", nargs="?", default="config/config.yaml")
+    p.add_argument("config", nargs="?", default=DEFAULT_CONFIG)
     p.add_argument(
         "--base",
-        default="config/config.yaml",
+        default=DEFAULT_CONFIG,
         help="config the file overrides, as with snakemake --configfile (default: %(default)s)",
     )
     p.set_defaults(func=cmd_validate)
@@ -121,8 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser(
         "estimate", help="estimate an experiment's LLM calls, tokens and dollars before running it"
     )
-    p.add_argument("config", nargs="?", default="config/config.yaml")
-    p.add_argument("--base", default="config/config.yaml",
+    p.add_argument("config", nargs="?", default=DEFAULT_CONFIG)
+    p.add_argument("--base", default=DEFAULT_CONFIG,
                    help="config the file overrides (default: %(default)s)")  # fmt: skip
     p.add_argument("--chars-per-token", type=float, default=4.0,
                    help="characters per token of the estimate (default: %(default)s)")  # fmt: skip

@@ -22,8 +22,12 @@ import jsonschema
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SCHEMA_PATH = REPO_ROOT / "config" / "schema" / "config.schema.yaml"
+from mastif.paths import data_root, schema_path
+
+#: where the default config's relative paths (config/prompts/..., resources/...) resolve:
+#: the repository in a checkout, the package's own copy in an installed wheel
+REPO_ROOT = data_root()
+SCHEMA_PATH = schema_path()
 
 #: Placeholders a node prompt may use; anything else is a config error.
 PROMPT_FIELDS = frozenset(
@@ -84,7 +88,7 @@ class ModelPrice(_Frozen):
 
 
 class ModelSpec(_Frozen):
-    provider: Literal["local", "openai_compatible"]
+    provider: Literal["local", "openai_compatible", "scripted"]
     model: str
     preset: str | None = None
     base_url: str | None = None
@@ -327,6 +331,8 @@ def _check_references(data: dict[str, Any], base_dir: Path) -> None:
                 f"models.{mid}.base_url: required for provider openai_compatible "
                 f"(or set a preset: {sorted(PROVIDER_PRESETS)})"
             )
+        if spec["provider"] == "scripted":
+            _check_script(mid, spec, base_dir)
     tasks = data["tasks"]
     if tasks["source"] in PATH_SOURCES and not tasks["path"]:
         raise ConfigError(f"tasks.path: required when tasks.source is {tasks['source']}")
@@ -373,6 +379,22 @@ def _check_references(data: dict[str, Any], base_dir: Path) -> None:
             )
 
 
+def _check_script(model_id: str, spec: dict[str, Any], base_dir: Path) -> None:
+    """A scripted model's ``model`` is its script file: it must exist and parse."""
+    from mastif.providers.scripted import ScriptError, load_script
+
+    for key in ("base_url", "api_key_env"):
+        if spec.get(key):
+            raise ConfigError(f"models.{model_id}.{key}: not for provider scripted")
+    path = resolve_path(spec["model"], base_dir)
+    if not path.is_file():
+        raise ConfigError(f"models.{model_id}.model: script file not found: {path}")
+    try:
+        load_script(path)
+    except ScriptError as exc:
+        raise ConfigError(f"models.{model_id}.model: {exc}") from exc
+
+
 def apply_preset(model_id: str, spec: dict[str, Any]) -> None:
     """Fill ``base_url``/``api_key_env`` of an ``openai_compatible`` model from its preset,
     where the config does not give them."""
@@ -398,8 +420,17 @@ def prompt_placeholders(template: str) -> set[str]:
 
 
 def resolve_path(path: str, base_dir: Path | None = None) -> Path:
+    """``path`` relative to ``base_dir`` (default: mastif's data root). A relative path that
+    is not under ``base_dir`` but is one of mastif's own files (``config/prompts/...``,
+    ``config/rubric.md``, ``resources/...``) resolves to that file, so the default
+    experiment's paths work from any directory once mastif is installed."""
     p = Path(path)
-    return p if p.is_absolute() else (base_dir or REPO_ROOT) / p
+    if p.is_absolute():
+        return p
+    candidate = (base_dir or REPO_ROOT) / p
+    if not candidate.exists() and (REPO_ROOT / p).exists():
+        return REPO_ROOT / p
+    return candidate
 
 
 def parse_config(raw: Mapping[str, Any], base_dir: Path | None = None) -> ExperimentConfig:

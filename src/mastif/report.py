@@ -12,6 +12,7 @@ rendering is driven by column names, so every table shares one formatter:
 - ``p_value`` is written as ``< 0.001`` or with 3 decimals; nulls as an em dash.
 
 This module does not import ``mastif.metrics``/``mastif.stats``: it only reads their tables.
+The versions table (:func:`versions_table`) is read from the runs files' provenance columns.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+
+from mastif.provenance import PACKAGES, PROVENANCE_COLUMNS, version_column
 
 FACTORS: tuple[str, ...] = ("model", "protocol", "framework")
 ALPHA = 0.05
@@ -81,6 +84,14 @@ CAPTIONS: dict[str, str] = {
         "agreement with the check when the judge's verdict is TCR >= 0.7: accuracy and "
         f"Cohen's κ ({DASH} when undefined: no checked run, or one label throughout). "
         "mastif's addition, not in the seed paper."
+    ),
+    "versions": (
+        "Versions. The software that produced the runs: per package, each version the runs "
+        "recorded and the stacks (model, protocol, framework) whose runs it produced; mastif's "
+        "commit with (dirty) when tracked files differed from it; the model server is unknown "
+        "behind a remote endpoint; a package a stack does not use is not listed for it. A "
+        "package with two versions, or a stack in two rows of one package, means runs made "
+        "with different software. not recorded: runs imported from a log. mastif's addition."
     ),
     "kruskal_summary": (
         "Tests per metric and factor (Kruskal-Wallis H or ANOVA F, chosen by Shapiro-Wilk "
@@ -325,6 +336,83 @@ def paper_tables(
         ),
         "kruskal_summary": kruskal_summary(stats_tests),
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# Versions (from the runs files)
+
+NOT_RECORDED = "not recorded"
+UNKNOWN = "unknown"
+VERSIONS_SCHEMA: dict[str, Any] = {
+    "package": pl.String,
+    "version": pl.String,
+    "n_stacks": pl.Int64,
+    "runs": pl.Int64,
+    "stacks": pl.String,
+}
+
+
+def run_versions(paths: Sequence[str | Path]) -> pl.DataFrame:
+    """The stack and provenance columns of runs files (null where a file has no such column:
+    written before mastif recorded versions)."""
+    import pyarrow.parquet as pq
+
+    wanted = [*FACTORS, *PROVENANCE_COLUMNS]
+    frames = []
+    for path in paths:
+        present = set(pq.read_schema(path).names)
+        df = pl.read_parquet(path, columns=[c for c in wanted if c in present])
+        frames.append(df.with_columns(pl.lit(None).alias(c) for c in wanted if c not in present))
+    if not frames:
+        return pl.DataFrame(schema={c: pl.String for c in wanted} | {"mastif_dirty": pl.Boolean})
+    return pl.concat([f.select(wanted) for f in frames], how="vertical_relaxed")
+
+
+def _run_packages(row: dict[str, Any]) -> list[tuple[str, str]]:
+    """(package, version) of one run, as the versions table lists them."""
+    if all(row.get(c) is None for c in PROVENANCE_COLUMNS):
+        return [("all packages", NOT_RECORDED)]
+    commit = row.get("mastif_commit")
+    if commit is not None and row.get("mastif_dirty"):
+        commit += " (dirty)"
+    server = row.get("model_server")
+    server_version = row.get("model_server_version")
+    listed = [
+        ("mastif", row.get("mastif_version") or UNKNOWN),
+        ("mastif commit", commit or UNKNOWN),
+        ("python", row.get("python_version") or UNKNOWN),
+        ("model server", f"{server} {server_version or UNKNOWN}" if server else UNKNOWN),
+    ]
+    for package in PACKAGES:
+        version = row.get(version_column(package))
+        if version is not None:
+            listed.append((package, version))
+    return listed
+
+
+def versions_table(runs: pl.DataFrame) -> pl.DataFrame:
+    """One row per (package, version) the runs recorded, with the stacks and runs behind it:
+    ``all N stacks`` when every stack of the table used it."""
+    order = ["all packages", "mastif", "mastif commit", "python", "model server", *PACKAGES]
+    seen: dict[tuple[str, str], tuple[set[tuple[str, str, str]], int]] = {}
+    all_stacks: set[tuple[str, str, str]] = set()
+    for row in runs.iter_rows(named=True):
+        stack = (str(row["model"]), str(row["framework"]), str(row["protocol"]))  # paper order
+        all_stacks.add(stack)
+        for key in _run_packages(row):
+            stacks, n = seen.get(key, (set(), 0))
+            seen[key] = (stacks | {stack}, n + 1)
+    rows = []
+    for (package, version), (stacks, n) in sorted(
+        seen.items(), key=lambda kv: (order.index(kv[0][0]), kv[0][1])
+    ):
+        listed = (
+            f"all {len(stacks)} stacks"
+            if stacks == all_stacks and len(stacks) > 1
+            else "; ".join(f"{m}, {p}, {f}" for m, f, p in sorted(stacks))
+        )
+        rows.append((package, version, len(stacks), n, listed))
+    return pl.DataFrame(rows, schema=VERSIONS_SCHEMA, orient="row")
 
 
 def write_tables(tables: dict[str, pl.DataFrame], out_dir: Path) -> list[Path]:

@@ -33,6 +33,7 @@ from tqdm import tqdm
 from mastif.config import ExperimentConfig, Stack
 from mastif.frameworks import FrameworkAdapter, RunContext, RunRecorder, get_framework
 from mastif.frameworks.base import GatewayClients
+from mastif.logsetup import log_to
 from mastif.orchestration import (
     ORCHESTRATOR,
     a2a_agent_specs,
@@ -41,6 +42,7 @@ from mastif.orchestration import (
     submit_over_a2a,
 )
 from mastif.protocols import StackProtocol, open_protocol
+from mastif.provenance import check_framework, collect_provenance
 from mastif.providers import Gateway, open_endpoint
 from mastif.providers.cache import ResponseCache
 from mastif.tasks import Task
@@ -182,7 +184,9 @@ async def _run_task(
     framework: FrameworkAdapter,
     web: WebEnvironment,
     http: GatewayClients | None = None,
+    versions: dict[str, Any] | None = None,
 ) -> RunTrace:
+    """One run; ``versions``: the job's provenance columns (:mod:`mastif.provenance`)."""
     task, run_id = unit.task, unit.run_id
     recorder = RunRecorder()
     # each repeat is its own sample: the seed moves with the repeat
@@ -270,6 +274,7 @@ async def _run_task(
         check_detail=check_detail,
         web=config.web,
         web_state=json.dumps(state, sort_keys=True) if state is not None else None,
+        **(versions or {}),
     )
 
 
@@ -337,6 +342,8 @@ async def _run_all(
     gateway: Gateway,
     checkpoint: Checkpoint,
     progress: Progress,
+    framework: FrameworkAdapter | None = None,
+    versions: dict[str, Any] | None = None,
 ) -> list[RunTrace]:
     concurrency = config.concurrency_for(stack.model)
     semaphore = asyncio.Semaphore(concurrency)
@@ -346,7 +353,8 @@ async def _run_all(
         ThreadPoolExecutor(max_workers=max(8, 2 * concurrency), thread_name_prefix="mastif-io")
     )
     results: list[RunTrace] = []
-    framework = get_framework(stack.framework)
+    if framework is None:
+        framework = get_framework(stack.framework)
 
     async def agent_work(agent: str, run_id: str, text: str, data: dict[str, Any]) -> str:
         """What an A2A agent does with a message: the orchestrator runs the workflow, a node
@@ -380,8 +388,9 @@ async def _run_all(
             async def one(unit: RunUnit) -> None:
                 async with semaphore:
                     trace = await _run_task(
-                        config, stack, unit, plan, gateway, protocol, framework, web, http
-                    )
+                        config, stack, unit, plan, gateway, protocol, framework, web, http,
+                        versions,
+                    )  # fmt: skip
                 checkpoint.append(trace)
                 results.append(trace)
                 progress.finished(trace)
@@ -406,6 +415,10 @@ def execute_stack(
     times); return one trace per run, in (repeat, task) order.
 
     Runs already in the stack's checkpoints (a killed or failed earlier job) are not redone.
+    Before any run, the framework's adapter is checked against the installed library
+    (:func:`mastif.provenance.check_framework`: an :class:`IncompatibleLibraryError` stops
+    the job, before a model server starts), and the versions every new run row records are
+    collected once (:func:`mastif.provenance.collect_provenance`).
     """
     tasks = list(tasks)
     plan = plan_workflow(
@@ -423,6 +436,10 @@ def execute_stack(
     )  # fmt: skip
     if todo:
         spec = config.models[stack.model]
+        framework = get_framework(stack.framework)
+        check_framework(framework)  # IncompatibleLibraryError: the job stops, no run starts
+        versions = collect_provenance(framework, stack.protocol, spec.provider).columns()
+        log.info("stack %s: versions %s", stack.path, {k: v for k, v in versions.items() if v})
         cache = response_cache(config)
         progress = Progress(
             len(units), len(done), f"{stack.path} {shard[0]}/{shard[1]}", config.execution.progress
@@ -435,9 +452,9 @@ def execute_stack(
                     request_timeout_s=spec.options.request_timeout_s,
                     cache=cache,
                 ) as gateway:
-                    traces = asyncio.run(
-                        _run_all(config, stack, todo, plan, gateway, checkpoint, progress)
-                    )
+                    run_all = _run_all(config, stack, todo, plan, gateway, checkpoint,
+                                       progress, framework, versions)  # fmt: skip
+                    traces = asyncio.run(run_all)
                     log.info(
                         "stack %s: %d upstream requests; cache %s; 429s %d (limit fell to %s)",
                         stack.path, gateway.upstream_requests,
@@ -467,16 +484,11 @@ def parse_scatteritem(item: str) -> tuple[int, int]:
 
 
 def setup_model_job(log_path: str | Path) -> None:
-    """What every job that talks to a model needs first: a clean SIGTERM exit and a log file.
-
-    HTTP client loggers are quietened: one INFO line per request would drown the run log.
-    """
+    """What every job that talks to a model needs first: a clean SIGTERM exit and a log file
+    (:func:`mastif.logsetup.log_to`: logging, warnings and uncaught exceptions, with the HTTP
+    client loggers quietened)."""
     exit_cleanly_on_sigterm()
-    logging.basicConfig(
-        filename=str(log_path), level=logging.INFO, format="%(asctime)s %(name)s %(message)s"
-    )
-    for noisy in ("httpx", "httpx2"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    log_to(log_path)
 
 
 def exit_cleanly_on_sigterm() -> None:

@@ -18,8 +18,9 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-import scikit_posthocs as sp
-from scipy import stats as st
+
+# scipy and scikit-posthocs (seconds to import) are imported where they are used: every
+# figure job imports this module, for significance_stars only
 
 METRICS: tuple[str, ...] = ("TCR", "TU", "TA", "CT", "V", "TUSR", "IVS")
 FACTORS: tuple[str, ...] = ("model", "protocol", "framework")
@@ -89,6 +90,8 @@ def _shapiro(values: np.ndarray) -> tuple[float | None, float | None]:
     """
     if values.size < 3 or np.ptp(values) == 0:
         return None, None
+    from scipy import stats as st
+
     res = st.shapiro(values)
     return _float(res.statistic), _float(res.pvalue)
 
@@ -97,6 +100,8 @@ def _group_rows(
     metric: str, factor: str, data: pl.DataFrame, levels: list[str]
 ) -> tuple[list[dict[str, Any]], list[np.ndarray]]:
     """Descriptive row per level (n, mean, σ, median, Kruskal-Wallis mean rank, Shapiro)."""
+    from scipy import stats as st
+
     ranks = st.rankdata(data[metric].to_numpy())  # over all runs of the metric, ties averaged
     lv = data[factor].to_numpy()
     rows: list[dict[str, Any]] = []
@@ -127,6 +132,8 @@ def _test_one(
     run_table: pl.DataFrame, metric: str, factor: str, alpha: float, p_adjust: str | None
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
     """Tests, groups and post-hoc rows for one (metric, factor)."""
+    from scipy import stats as st
+
     data = run_table.select(
         pl.col(factor).cast(pl.String), pl.col(metric).cast(pl.Float64).fill_nan(None)
     ).drop_nulls()
@@ -182,6 +189,8 @@ def _dunn(
     metric: str, factor: str, data: pl.DataFrame, p_adjust: str | None
 ) -> list[dict[str, Any]]:
     """Dunn's post-hoc (scikit-posthocs) as one row per unordered pair, level_a < level_b."""
+    import scikit_posthocs as sp
+
     matrix = sp.posthoc_dunn(data.to_pandas(), val_col=metric, group_col=factor, p_adjust=p_adjust)
     labels = sorted(str(x) for x in matrix.index)
     rows = []

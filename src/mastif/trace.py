@@ -124,6 +124,25 @@ class RunTrace:
     tool_log_calls: int | None = None
     tool_log_ok: int | None = None
     import_meta: str | None = None  # JSON: what the source recorded that has no column here
+    # what software produced the run (mastif.provenance, collected once per stack job); None:
+    # unknown (imported runs, a remote model's server, mastif outside a git checkout) or, for
+    # a package's version, a package the stack does not use
+    mastif_version: str | None = None
+    mastif_commit: str | None = None  # git commit of mastif's checkout
+    mastif_dirty: bool | None = None  # the checkout's tracked files differed from the commit
+    python_version: str | None = None
+    model_server: str | None = None  # "llama-cpp-python" for provider local
+    model_server_version: str | None = None
+    langgraph_version: str | None = None
+    langchain_version: str | None = None
+    langchain_core_version: str | None = None
+    langchain_openai_version: str | None = None
+    langchain_mcp_adapters_version: str | None = None
+    crewai_version: str | None = None
+    semantic_kernel_version: str | None = None
+    mcp_version: str | None = None
+    a2a_sdk_version: str | None = None
+    openai_version: str | None = None
 
     def to_row(self) -> dict[str, Any]:
         return asdict(self)
@@ -231,6 +250,22 @@ RUN_SCHEMA = pa.schema(
         ("tool_log_calls", pa.int64()),
         ("tool_log_ok", pa.int64()),
         ("import_meta", pa.string()),
+        ("mastif_version", pa.string()),
+        ("mastif_commit", pa.string()),
+        ("mastif_dirty", pa.bool_()),
+        ("python_version", pa.string()),
+        ("model_server", pa.string()),
+        ("model_server_version", pa.string()),
+        ("langgraph_version", pa.string()),
+        ("langchain_version", pa.string()),
+        ("langchain_core_version", pa.string()),
+        ("langchain_openai_version", pa.string()),
+        ("langchain_mcp_adapters_version", pa.string()),
+        ("crewai_version", pa.string()),
+        ("semantic_kernel_version", pa.string()),
+        ("mcp_version", pa.string()),
+        ("a2a_sdk_version", pa.string()),
+        ("openai_version", pa.string()),
     ]
 )
 

@@ -137,6 +137,18 @@ def get_judge_model_spec():
     return config["models"][config["judge"]["model"]]
 
 
+def get_model_script(wildcards):
+    """A scripted model's script file is an input: editing it reruns the stack's runs."""
+    spec = config["models"][wildcards.model]
+    return [spec["model"]] if spec["provider"] == "scripted" else []
+
+
+def get_judge_script(wildcards):
+    """A scripted judge's script file is an input: editing it reruns judging."""
+    spec = get_judge_model_spec()
+    return [spec["model"]] if spec["provider"] == "scripted" else []
+
+
 def get_values_corpus_file(wildcards):
     """A local corpus is an input (editing it re-tags); a URL is fetched by the job."""
     corpus = config["values"]["corpus"]

@@ -10,14 +10,13 @@ rule execute_stack:
         tasks="results/tasks.parquet",
         prompts=get_prompt_files,
         sandbox=get_sandbox_files,
+        model_script=get_model_script,
     output:
         runs="results/shards/{model}/{protocol}/{framework}/{scatteritem}.parquet",
     log:
         run="logs/execute_stack/{model}/{protocol}/{framework}/{scatteritem}.log",
         server="logs/execute_stack/{model}/{protocol}/{framework}/{scatteritem}.server.log",
     retries: config["execution"]["job_retries"]
-    conda:
-        "../envs/mastif.yaml"
     resources:
         llm_calls=1,
     params:
@@ -43,7 +42,5 @@ rule gather_runs:
     log:
         "logs/gather_runs/{model}/{protocol}/{framework}.log",
     localrule: True
-    conda:
-        "../envs/mastif.yaml"
     script:
         "../scripts/gather_runs.py"

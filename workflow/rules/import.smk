@@ -10,7 +10,5 @@ rule import_mastif_log:
     log:
         "logs/import_mastif_log/import_mastif_log.log",
     localrule: True
-    conda:
-        "../envs/mastif.yaml"
     script:
         "../scripts/import_mastif_log.py"

@@ -3,14 +3,13 @@ rule judge_runs:
         runs="results/runs/{model}/{protocol}/{framework}.parquet",
         tasks="results/tasks.parquet",
         rubric=config["judge"]["rubric"],
+        judge_script=get_judge_script,
     output:
         judged="results/judged/{model}/{protocol}/{framework}.parquet",
     log:
         run="logs/judge_runs/{model}/{protocol}/{framework}.log",
         server="logs/judge_runs/{model}/{protocol}/{framework}.server.log",
     retries: config["execution"]["job_retries"]
-    conda:
-        "../envs/mastif.yaml"
     resources:
         llm_calls=1,
     params:

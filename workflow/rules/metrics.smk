@@ -8,8 +8,6 @@ rule aggregate_metrics:
         stacks="results/metrics/stacks.parquet",
     log:
         "logs/aggregate_metrics/aggregate_metrics.log",
-    conda:
-        "../envs/mastif.yaml"
     params:
         prices=get_model_prices(),
     script:

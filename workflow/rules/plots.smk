@@ -13,8 +13,6 @@ rule plot_violins:
         svg="results/plots/violin_{metric}.svg",
     log:
         "logs/plot_violins/{metric}.log",
-    conda:
-        "../envs/mastif.yaml"
     script:
         "../scripts/plot_violins.py"
 
@@ -33,8 +31,6 @@ rule plot_pareto:
         svg="results/plots/pareto.svg",
     log:
         "logs/plot_pareto/plot_pareto.log",
-    conda:
-        "../envs/mastif.yaml"
     script:
         "../scripts/plot_pareto.py"
 
@@ -53,7 +49,5 @@ rule plot_top_values:
         svg=expand("results/plots/top_values_{model}.svg", model=STACK_MODELS),
     log:
         "logs/plot_top_values/plot_top_values.log",
-    conda:
-        "../envs/mastif.yaml"
     script:
         "../scripts/plot_top_values.py"

@@ -7,8 +7,6 @@ rule sample_tasks:
         allocation_csv="results/tasks_allocation.csv",
     log:
         "logs/sample_tasks/sample_tasks.log",
-    conda:
-        "../envs/mastif.yaml"
     params:
         source=config["tasks"]["source"],
         format=config["tasks"]["format"],

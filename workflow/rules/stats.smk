@@ -7,8 +7,6 @@ rule test_factors:
         posthoc="results/stats/posthoc.parquet",
     log:
         "logs/test_factors/test_factors.log",
-    conda:
-        "../envs/mastif.yaml"
     params:
         alpha=config["stats"]["alpha"],
         p_adjust=config["stats"]["p_adjust"],

@@ -3,6 +3,8 @@ rule write_tables:
         stacks="results/metrics/stacks.parquet",
         tests="results/stats/tests.parquet",
         groups="results/stats/groups.parquet",
+        # the versions table reads the runs' provenance columns
+        runs=get_run_outputs(),
     output:
         markdown=expand("results/tables/{table}.md", table=TABLES),
         csv=report(
@@ -10,9 +12,13 @@ rule write_tables:
             caption="../report/tables.rst",
             category="Tables",
         ),
+        versions_markdown="results/tables/versions.md",
+        versions=report(
+            "results/tables/versions.csv",
+            caption="../report/versions.rst",
+            category="Tables",
+        ),
     log:
         "logs/write_tables/write_tables.log",
-    conda:
-        "../envs/mastif.yaml"
     script:
         "../scripts/write_tables.py"

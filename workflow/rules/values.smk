@@ -6,8 +6,6 @@ rule tag_values:
         values="results/values/{model}/{protocol}/{framework}.parquet",
     log:
         "logs/tag_values/{model}/{protocol}/{framework}.log",
-    conda:
-        "../envs/mastif.yaml"
     params:
         corpus=config["values"]["corpus"],
         threshold=config["values"]["threshold"],

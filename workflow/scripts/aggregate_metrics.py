@@ -1,12 +1,12 @@
 """Bridge: per-run and per-stack metrics, paper Eqs. 1-5 and 8 (see mastif.metrics)."""
 
-import logging
+from mastif.logsetup import log_to
+
+log_to(snakemake.log[0])
 
 import polars as pl
 
 from mastif.metrics import run_metrics, stack_metrics
-
-logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)
 
 runs = pl.concat([pl.read_parquet(p) for p in snakemake.input.runs], how="vertical")
 judged = pl.concat([pl.read_parquet(p) for p in snakemake.input.judged], how="vertical")

@@ -1,5 +1,9 @@
 """Bridge: run one shard of one stack over the sampled tasks (see mastif.runner.execute_stack)."""
 
+from mastif.logsetup import log_to
+
+log_to(snakemake.log[0])
+
 import os
 from pathlib import Path
 

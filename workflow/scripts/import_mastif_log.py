@@ -1,11 +1,13 @@
 """Bridge: a log of the original MASTIF -> tasks and runs Parquets (see mastif.importers)."""
 
+from mastif.logsetup import log_to
+
+log_to(snakemake.log[0])
+
 import logging
 from pathlib import Path
 
 from mastif.importers import read_mastif_log, write_imported
-
-logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)
 
 imported = read_mastif_log(snakemake.input.log)
 declared = {Path(p) for p in [snakemake.output.tasks, *snakemake.output.runs]}

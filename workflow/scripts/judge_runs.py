@@ -1,5 +1,9 @@
 """Bridge: judge every run of one stack (see mastif.judge)."""
 
+from mastif.logsetup import log_to
+
+log_to(snakemake.log[0])
+
 from pathlib import Path
 
 import polars as pl

@@ -1,5 +1,9 @@
 """Bridge: top-10 social values per model in inputs, reasoning and outputs (mastif.plots)."""
 
+from mastif.logsetup import log_to
+
+log_to(snakemake.log[0])
+
 from pathlib import Path
 
 import polars as pl

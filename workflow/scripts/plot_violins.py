@@ -1,5 +1,9 @@
 """Bridge: violin plot of one metric by factor with Dunn stars (mastif.plots)."""
 
+from mastif.logsetup import log_to
+
+log_to(snakemake.log[0])
+
 from pathlib import Path
 
 import polars as pl

@@ -1,11 +1,13 @@
 """Bridge: load the configured task source and draw the stratified sample (mastif.tasks)."""
 
+from mastif.logsetup import log_to
+
+log_to(snakemake.log[0])
+
 import logging
 
 from mastif.tasks import load_tasks, stratified_sample, tasks_to_frame
 from mastif.tasks.loaders import load_task_files
-
-logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)
 
 p = snakemake.params
 if p.source in ("builtin", "sandbox", "jsonl"):

@@ -1,6 +1,8 @@
 """Bridge: tag social values in the prompt, reasoning steps and answer of every run (mastif.values)."""
 
-import logging
+from mastif.logsetup import log_to
+
+log_to(snakemake.log[0])
 
 import polars as pl
 
@@ -11,8 +13,6 @@ from mastif.values import (
     load_value_corpus,
     tag_runs,
 )
-
-logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)
 
 p = snakemake.params
 corpus = load_value_corpus(snakemake.input.corpus[0] if snakemake.input.corpus else p.corpus)

@@ -1,12 +1,12 @@
 """Bridge: Shapiro-Wilk, ANOVA / Kruskal-Wallis and Dunn per metric and factor (mastif.stats)."""
 
-import logging
+from mastif.logsetup import log_to
+
+log_to(snakemake.log[0])
 
 import polars as pl
 
 from mastif.stats import test_factors
-
-logging.basicConfig(filename=snakemake.log[0], level=logging.INFO)
 
 results = test_factors(
     pl.read_parquet(snakemake.input.runs),

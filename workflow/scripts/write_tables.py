@@ -1,14 +1,19 @@
 """Bridge: the paper's Tables 2-6 and the protocol-cost Table 7 as Markdown and CSV (mastif.report)."""
 
+from mastif.logsetup import log_to
+
+log_to(snakemake.log[0])
+
 from pathlib import Path
 
 import polars as pl
 
-from mastif.report import paper_tables, write_tables
+from mastif.report import paper_tables, run_versions, versions_table, write_tables
 
 tables = paper_tables(
     pl.read_parquet(snakemake.input.stacks),
     pl.read_parquet(snakemake.input.tests),
     pl.read_parquet(snakemake.input.groups),
 )
+tables["versions"] = versions_table(run_versions(snakemake.input.runs))
 write_tables(tables, Path(snakemake.output.markdown[0]).parent)

@@ -10,6 +10,7 @@ latency are not its business: the gateway records them.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -28,18 +29,40 @@ from mastif.workflow import PlannedNode, WorkflowPlan
 
 @dataclass
 class RunRecorder:
-    """Collects node outputs and tool calls of one run, in order."""
+    """Collects node outputs and tool calls of one run, in order.
+
+    Tool calls are kept in the order they were made, not the order they finished in:
+    frameworks run a turn's calls concurrently (LangGraph's ``ToolNode`` gathers them), so
+    which finishes first varies with the machine's load, and the order reaches later
+    prompts (``workflow.format_history``), so a rerun's prompt would differ from the
+    first's and miss the response cache. A call takes its place when it starts
+    (:meth:`issue`) and is recorded there when it ends.
+    """
 
     node_outputs: list[NodeOutput] = field(default_factory=list)
     tool_calls: list[ToolCall] = field(default_factory=list)
+    #: the issue number of each entry of ``tool_calls`` (ascending)
+    _issued: list[int] = field(default_factory=list, repr=False)
+    _next: int = field(default=0, repr=False)
 
     def node_output(self, node: str, step: int, output_key: str, text: str) -> NodeOutput:
         out = NodeOutput(node, step, output_key, text)
         self.node_outputs.append(out)
         return out
 
+    def issue(self) -> int:
+        """A place for a tool call that starts now, for :meth:`tool_call` when it ends."""
+        self._next += 1
+        return self._next
+
     def tool_call(
-        self, node: str, step: int, name: str, arguments: Any, result: ToolResult
+        self,
+        node: str,
+        step: int,
+        name: str,
+        arguments: Any,
+        result: ToolResult,
+        issued: int | None = None,
     ) -> ToolCall:
         call = ToolCall(
             node=node,
@@ -51,7 +74,10 @@ class RunRecorder:
             error=result.error,
             duration_s=result.duration_s,
         )
-        self.tool_calls.append(call)
+        number = self.issue() if issued is None else issued
+        at = bisect.bisect(self._issued, number)
+        self._issued.insert(at, number)
+        self.tool_calls.insert(at, call)
         return call
 
 
@@ -156,11 +182,12 @@ class RunContext:
         as the model produced them. Arguments that are not a JSON object (text the
         framework could not parse) are a failed call, recorded as such.
         """
+        issued = self.recorder.issue()  # its place: calls of a turn may finish in any order
         if isinstance(arguments, dict):
             result = await self.tools.call(name, arguments, self.run_id)
         else:
             result = ToolResult(False, "", f"arguments are not a JSON object: {arguments!r}"[:500])
-        self.recorder.tool_call(node, step, name, arguments, result)
+        self.recorder.tool_call(node, step, name, arguments, result, issued)
         return result
 
     def record_failed_tool_call(

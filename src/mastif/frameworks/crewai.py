@@ -114,6 +114,7 @@ from crewai.utilities.pydantic_schema_utils import create_model_from_schema  # n
 from pydantic import PrivateAttr  # noqa: E402
 
 from mastif.frameworks.base import RunContext  # noqa: E402
+from mastif.provenance import PrivateMember  # noqa: E402
 from mastif.tools import ToolResult  # noqa: E402
 from mastif.workflow import PlannedNode, drive_workflow, render_prompt  # noqa: E402
 
@@ -466,8 +467,50 @@ def kickoff(ctx: RunContext, visit: _Visit, bridge: _Bridge, prompt: str) -> str
         bridge.close_clients()
 
 
+def _crewai(owner: type, name: str, use: str, kind: str = "method") -> PrivateMember:
+    return PrivateMember(owner, name, "crewai", use, kind)  # type: ignore[arg-type]
+
+
+#: what this adapter overrides or calls of CrewAI that CrewAI does not promise: checked once
+#: per stack job, before any run (mastif.provenance.check_framework)
+PRIVATE_MEMBERS: tuple[PrivateMember, ...] = (
+    _crewai(OpenAICompletion, "_build_sync_client",
+            "overrides it to give each LLM a plain-HTTP client of its own"),
+    _crewai(OpenAICompletion, "_build_async_client",
+            "overrides it to give each LLM a plain-HTTP client of its own"),
+    _crewai(OpenAICompletion, "_get_client_params",
+            "calls it to build the clients pointed at the gateway"),
+    _crewai(OpenAICompletion, "_client",
+            "closes it to stop a timed-out run's request in flight", "attribute"),
+    _crewai(OpenAICompletion, "_handle_completion",
+            "overrides it so tool calls in a reply to a request without tools are not run"),
+    _crewai(OpenAICompletion, "_prepare_completion_params",
+            "overrides it to send the node's tool_choice on its first turn"),
+    _crewai(AgentExecutor, "_execute_single_native_tool_call",
+            "overrides it to record the tool calls CrewAI refuses"),
+    _crewai(AgentExecutor, "_should_parallelize_native_tool_calls",
+            "overrides it to run a reply's tool calls in the model's order"),
+    _crewai(MCPToolResolver, "_json_schema_to_pydantic",
+            "calls it to build the MCP tools' argument models"),
+    _crewai(HTTPTransport, "_connected",
+            "reads it in its MCP transport's connect", "instance"),
+    _crewai(HTTPTransport, "_transport_context",
+            "sets it in its MCP transport's connect", "instance"),
+    _crewai(HTTPTransport, "_close_transport_context",
+            "calls it when its MCP transport fails to connect"),
+    _crewai(HTTPTransport, "_set_streams",
+            "calls it in its MCP transport's connect"),
+    _crewai(BaseTool, "_claim_usage",
+            "calls it to keep CrewAI's tool usage limit in its tools' run"),
+)  # fmt: skip
+
+
 class CrewAIAdapter:
     name = "crewai"
+    #: the distributions a run uses (mastif.provenance): CrewAI's MCP client under mcp
+    packages = ("crewai", "openai")
+    mcp_packages = ("mcp",)
+    private_members = PRIVATE_MEMBERS
 
     @asynccontextmanager
     async def _session(self, ctx: RunContext) -> AsyncIterator[Callable[..., Awaitable[str]]]:

@@ -103,6 +103,11 @@ class NodeTurns(AgentMiddleware):
 
 class LangChainAdapter:
     name = "langchain"
+    #: the distributions a run uses (mastif.provenance): create_agent builds a LangGraph graph
+    packages = ("langchain", "langchain-core", "langgraph", "langchain-openai", "openai")
+    mcp_packages = ("langchain-mcp-adapters", "mcp")
+    #: no private member of LangChain or LangGraph is overridden or called
+    private_members = ()
 
     def build_agent(
         self,

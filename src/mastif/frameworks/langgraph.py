@@ -121,6 +121,11 @@ def record_refused_calls(ctx: RunContext, node: str, step: int, reply: AIMessage
 
 class LangGraphAdapter:
     name = "langgraph"
+    #: the distributions a run uses (mastif.provenance); under mcp also ``mcp_packages``
+    packages = ("langgraph", "langchain-core", "langchain-openai", "openai")
+    mcp_packages = ("langchain-mcp-adapters", "mcp")
+    #: no private member of LangGraph or LangChain is overridden or called
+    private_members = ()
 
     def build_graph(
         self,

@@ -48,6 +48,7 @@ from typing import Any
 
 import httpx
 import openai
+from mcp import ClientSession
 from openai import AsyncOpenAI
 from pydantic import PrivateAttr
 from semantic_kernel import Kernel
@@ -69,6 +70,7 @@ from semantic_kernel.functions import (
 from semantic_kernel.functions.kernel_plugin import KernelPlugin
 
 from mastif.frameworks.base import RunContext
+from mastif.provenance import PrivateMember
 from mastif.trace import NodeOutput
 from mastif.workflow import PlannedNode, drive_workflow, render_prompt
 
@@ -292,8 +294,38 @@ class McpToolsPlugin(MCPStreamableHttpPlugin):
             del session.list_tools  # back to the class's method
 
 
+def _sk(owner: type, name: str, use: str, kind: str = "method") -> PrivateMember:
+    return PrivateMember(owner, name, "semantic-kernel", use, kind)  # type: ignore[arg-type]
+
+
+#: what this adapter overrides, calls or patches of Semantic Kernel (and of the MCP session
+#: it opens) that they do not promise: checked once per stack job, before any run
+#: (mastif.provenance.check_framework)
+PRIVATE_MEMBERS: tuple[PrivateMember, ...] = (
+    _sk(OpenAIChatCompletion, "_update_function_choice_settings_callback",
+        "overrides it to offer each tool under its own name with its JSON schema"),
+    _sk(OpenAIChatCompletion, "_get_function_call_from_chat_choice",
+        "overrides it to drop a legacy function_call beside tool_calls"),
+    _sk(OpenAIChatCompletion, "_inner_get_chat_message_contents",
+        "overrides it so tool_choice required holds for a node visit's first request only"),
+    _sk(Kernel, "invoke_function_call",
+        "overrides it to record the tool calls SK refuses, in the model's order"),
+    _sk(MCPStreamableHttpPlugin, "load_tools",
+        "overrides it to keep each MCP tool's JSON schema"),
+    _sk(MCPStreamableHttpPlugin, "session",
+        "patches the list_tools of this MCP session to keep each tool's JSON schema",
+        "instance"),
+    PrivateMember(ClientSession, "list_tools", "mcp",
+                  "patches it on Semantic Kernel's MCP session to keep each tool's JSON schema"),
+)  # fmt: skip
+
+
 class SemanticKernelAdapter:
     name = "semantic_kernel"
+    #: the distributions a run uses (mastif.provenance): SK's MCP plugin under mcp
+    packages = ("semantic-kernel", "openai")
+    mcp_packages = ("mcp",)
+    private_members = PRIVATE_MEMBERS
 
     async def run(self, ctx: RunContext) -> str:
         try:

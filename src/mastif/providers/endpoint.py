@@ -1,7 +1,8 @@
 """An OpenAI-compatible endpoint and how to open one from a model spec.
 
 Remote providers (OpenAI, vLLM, Ollama, HF's OpenAI route) are used as they are; a local
-model gets a llama.cpp server started for the duration of the ``with`` block. The API key
+model gets a llama.cpp server started for the duration of the ``with`` block, a scripted
+model (``mastif.providers.scripted``, for smoke tests) its scripted server. The API key
 is read from the environment variable the config names, and never stored anywhere else.
 """
 
@@ -29,7 +30,7 @@ class Endpoint:
 def open_endpoint(model_id: str, spec: ModelSpec, server_log: Path) -> Iterator[Endpoint]:
     """Yield a live endpoint for ``spec``; a local server is stopped on exit, whatever happens.
 
-    ``server_log`` is where a local server writes its output.
+    ``server_log`` is where a local or scripted server writes its output.
     """
     if spec.provider == "local":
         from mastif.providers.local import LocalServer
@@ -39,6 +40,19 @@ def open_endpoint(model_id: str, spec: ModelSpec, server_log: Path) -> Iterator[
                 provider="local",
                 base_url=server.base_url,
                 model=server.alias,
+                api_key="",
+                max_connections=spec.options.max_connections,
+            )
+        return
+    if spec.provider == "scripted":
+        from mastif.providers.scripted import ScriptedServer
+
+        # the script path is relative to the working directory (the workflow's)
+        with ScriptedServer(spec.model, Path(server_log), model=model_id) as server:
+            yield Endpoint(
+                provider="scripted",
+                base_url=server.base_url,
+                model=model_id,
                 api_key="",
                 max_connections=spec.options.max_connections,
             )

@@ -2,7 +2,8 @@
 
 Every framework is pointed at ``{gateway}/r/{run_id}/{node}/v1``. The gateway
 
-* attributes each call to its run and workflow node (from the URL path),
+* attributes each call to its run and workflow node (from the URL path; a scripted
+  endpoint is told the node in the ``X-Mastif-Node`` header),
 * records usage (from the upstream API's ``usage``), latency (clock) and outcome per call,
   identically for every framework,
 * normalises server quirks (llama.cpp answers 500 to an assistant message that carries
@@ -42,6 +43,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wai
 from mastif.providers.cache import ResponseCache
 from mastif.providers.endpoint import Endpoint
 from mastif.providers.local import free_port
+from mastif.providers.scripted import NODE_HEADER
 from mastif.trace import LLMCall
 
 #: a 429's Retry-After longer than this is capped (a run has its own total timeout)
@@ -271,7 +273,7 @@ class Gateway:
         if cached is not None:
             status, body = 200, self._restore(cached)
         else:
-            status, body, error, attempts = await self._call_upstream(payload)
+            status, body, error, attempts = await self._call_upstream(payload, node)
         latency = time.perf_counter() - t0
         prompt_tokens = completion_tokens = None
         if status == 200:
@@ -302,7 +304,9 @@ class Gateway:
                 self._calls[run_id].append(call)
         return Response(body, status_code=status, media_type="application/json")
 
-    async def _call_upstream(self, payload: dict[str, Any]) -> tuple[int, bytes, str | None, int]:
+    async def _call_upstream(
+        self, payload: dict[str, Any], node: str
+    ) -> tuple[int, bytes, str | None, int]:
         """(status, body, error, attempts) after retries; never raises for upstream faults."""
         attempts = throttles = 0
 
@@ -325,7 +329,7 @@ class Gateway:
                 with attempt:
                     attempts += 1
                     try:
-                        status, body = await self._forward(payload)
+                        status, body = await self._forward(payload, node)
                     except UpstreamError as exc:
                         if exc.status == 429:
                             throttles += 1
@@ -338,13 +342,15 @@ class Gateway:
             body = json.dumps({"error": {"message": error, "type": "upstream_unreachable"}})
             return 502, body.encode(), error, attempts
 
-    async def _forward(self, payload: dict[str, Any]) -> tuple[int, bytes]:
+    async def _forward(self, payload: dict[str, Any], node: str) -> tuple[int, bytes]:
         assert self._client is not None and self.limit is not None
         await self.limit.acquire()
         outcome, retry_after = "error", None
         try:
             self.upstream_requests += 1
-            r = await self._client.post("/chat/completions", json=payload)
+            # a scripted model (providers/scripted.py) answers by node; no one else is told
+            headers = {NODE_HEADER: node} if self.endpoint.provider == "scripted" else None
+            r = await self._client.post("/chat/completions", json=payload, headers=headers)
             if r.status_code == 429:
                 outcome = "throttled"
                 retry_after = parse_retry_after(r.headers.get("retry-after"))
