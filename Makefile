@@ -90,14 +90,16 @@ run: setup
 dry-run: setup
 	$(BIN)/snakemake -n
 
-# the whole suite: what .ci/run calls and the README's test command
+# the whole suite: what .ci/run calls and the README's test command. Two pytest-xdist
+# workers; the tests on the real model share one worker and one server (tests/conftest.py)
+TEST_WORKERS ?= 2
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 # the fast tier: no model server, no Chromium, no Snakemake run on a model, no waiting on a
 # time-out (those are marked `slow`); meant to finish within 5 minutes
 test-fast: setup
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -m "not slow" -n $(TEST_WORKERS)
 
 lint: setup
 	$(BIN)/snakemake --lint

@@ -12,10 +12,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A test that uses the real model server is slow, whatever its file says."""
+    """A test that uses the real model server is slow, whatever its file says; under
+    pytest-xdist (``make test``: ``-n 2 --dist loadgroup``) all of them run on one worker,
+    so one model server serves them, one request at a time, while the other worker runs the
+    rest (llama.cpp uses one of the two cores by default)."""
     for item in items:
         if REAL_MODEL_FIXTURE in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.xdist_group(REAL_MODEL_FIXTURE))
 
 
 REAL_MODEL_FIXTURE = "smollm2_server"

@@ -134,7 +134,9 @@ def test_a_timed_out_run_stops_its_crew(tmp_path, fake_model_config):
             fake_model_config(srv.base_url, timeout_s=1), tmp_path, framework="crewai"
         )
         time.sleep(2.5)
-        assert len(srv.requests) == 1  # the abandoned crew made no further call
+        # the abandoned crew made no further call (on a loaded machine the crew may not even
+        # have sent its first one within the 1 s the run had)
+        assert len(srv.requests) <= 1
     assert trace.status == "timeout"
     assert trace.node_outputs == []
 

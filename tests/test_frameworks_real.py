@@ -34,6 +34,9 @@ def test_stack_runs_on_the_real_model(framework, protocol, smollm2_server, base_
         }
         cfg["agent_models"] = ["proxied"]
         cfg["frameworks"], cfg["protocols"] = [framework], [protocol]
+        # two small offline tools: their short schemas keep each prompt (and so each call on
+        # this 2-core machine) short; the web tools have their own stack tests
+        cfg["tools"] = ["datetime", "sympy"]
         cfg["generation"].update(max_tokens=48, max_steps=2, max_tool_rounds=1, timeout_s=120)
         for node in cfg["workflow"]["nodes"]:
             node["stop_when"] = "NEVER-MATCHES-4711" if node.get("stop_when") else None

@@ -86,6 +86,7 @@ def get_final_outputs():
             ext=["png", "svg"],
         )
         + expand("results/tables/{table}.{ext}", table=TABLES, ext=["md", "csv"])
+        + expand("results/tables/versions.{ext}", ext=["md", "csv"])
     )
 
 
