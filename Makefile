@@ -78,7 +78,7 @@ lock:
 	.lock-venv/bin/pip install --quiet '.[dev,slurm]'
 	( echo "# every package of the mastif environment, pinned: make lock regenerates this file"; \
 	  echo "# (python $$(.lock-venv/bin/python -c 'import platform; print(platform.python_version())'), $$(date -u +%Y-%m-%d))"; \
-	  .lock-venv/bin/pip freeze --all --exclude-editable | grep -v -i -E '^(mastif|pip|setuptools|wheel)==' \
+	  .lock-venv/bin/pip freeze --all --exclude-editable | grep -v -i -E '^(mastif|pip|setuptools|wheel)( @ |==)' \
 	  | sed -e 's|^llama_cpp_python @ .*|llama-cpp-python==$(LLAMA_CPP_VERSION)|' -e 's|^torch==.*|torch==$(TORCH_VERSION)|' \
 	  | LC_ALL=C sort -f ) > $(LOCK).tmp
 	mv $(LOCK).tmp $(LOCK) && rm -rf .lock-venv build
