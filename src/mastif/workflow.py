@@ -18,6 +18,7 @@ from pathlib import Path
 
 from mastif.config import GenerationSpec, NodeSpec, WorkflowSpec, resolve_path
 from mastif.tasks import Task
+from mastif.textclip import head_at_word
 from mastif.trace import NodeOutput, ToolCall
 
 #: how much of each earlier node output is shown to later nodes (small models, small contexts)
@@ -93,8 +94,11 @@ def plan_workflow(
 
 
 def _clip(text: str, limit: int) -> str:
+    """At most ``limit`` characters of ``text`` (and " ..."), cut between words: a cut inside
+    the sandbox's ``127.0.0.1:PORT`` would make the prompt differ between stack jobs, past
+    the response cache's stand-in for it (see :mod:`mastif.textclip`)."""
     text = text.strip()
-    return text if len(text) <= limit else text[:limit] + " ..."
+    return text if len(text) <= limit else head_at_word(text, limit) + " ..."
 
 
 def format_history(outputs: list[NodeOutput], tool_calls: Sequence[ToolCall] = ()) -> str:

@@ -1435,7 +1435,7 @@ def build_app(
     if data_dir is None:
         # imported here: the task loader imports the sandbox's checks, so a module-level
         # import in the other direction would be circular
-        from mastif.tasks.loaders import resources_dir
+        from mastif.paths import resources_dir
 
         data_dir = resources_dir() / "sandbox"
     data_dir = Path(data_dir)

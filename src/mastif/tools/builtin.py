@@ -52,6 +52,7 @@ from RestrictedPython.Guards import (
 )
 from RestrictedPython.PrintCollector import PrintCollector
 
+from mastif.textclip import head_at_word
 from mastif.tools.base import Tool, ToolError
 
 #: Longest output handed back to the model; tiny models have tiny context windows.
@@ -69,10 +70,15 @@ def _schema(properties: dict[str, dict[str, Any]], required: list[str]) -> dict[
 
 
 def _truncate(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
-    """Cap output length, saying how much was dropped so the model knows it is partial."""
+    """Cap output length, saying how much was dropped so the model knows it is partial.
+
+    The cut falls between words (:func:`mastif.textclip.head_at_word`): a page listing cut
+    inside the sandbox's ``127.0.0.1:PORT`` would differ between stack jobs past the
+    response cache's stand-in for it."""
     if len(text) <= limit:
         return text
-    return f"{text[:limit]}\n... [truncated {len(text) - limit} characters]"
+    head = head_at_word(text, limit)
+    return f"{head}\n... [truncated {len(text) - len(head)} characters]"
 
 
 # --------------------------------------------------------------------------------------
