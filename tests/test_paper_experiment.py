@@ -3,8 +3,6 @@ through the workflow's own rule from a hub cache (no network: the fixtures' cach
 
 from __future__ import annotations
 
-import pytest
-
 import os
 import re
 import subprocess
@@ -12,6 +10,7 @@ import sys
 from pathlib import Path
 
 import polars as pl
+import pytest
 import yaml
 
 from mastif.config import load_config

@@ -236,9 +236,7 @@ def judge_runs(
             raise KeyError(
                 f"run {run['run_id']} refers to task {run['task_id']!r}, not in the tasks table"
             )
-        messages = build_messages(
-            run, task, rubric, reference_guided=settings.reference_guided
-        )
+        messages = build_messages(run, task, rubric, reference_guided=settings.reference_guided)
         fields = judge_one(gateway, run["run_id"], messages, settings)
         rows.append(
             {

@@ -177,9 +177,9 @@ class WebEnvironment:
 def open_web_environment(mode: str, options: WebOptions) -> Iterator[WebEnvironment]:
     """Start the sandbox (in ``sandbox`` mode) and the browser service; stop both after."""
     if mode == "sandbox":
+        from mastif.paths import resources_dir
         from mastif.sandbox import SandboxServer
         from mastif.sandbox.mimic import mimic_documents, mimic_routes
-        from mastif.paths import resources_dir
 
         data_dir = resources_dir() / "sandbox"
         with SandboxServer(

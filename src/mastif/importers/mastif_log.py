@@ -376,11 +376,7 @@ class ImportedLog:
             f"(last occurrence kept), {len(self.runs)} run(s) imported",
             f"  {self.n_unwrapped} answer(s) unwrapped from protocol envelopes ({kinds})",
             f"  {len(self.tasks)} task(s)"
-            + (
-                f", {self.unknown_levels} of unknown level"
-                if self.unknown_levels
-                else ""
-            ),
+            + (f", {self.unknown_levels} of unknown level" if self.unknown_levels else ""),
             "  token counts: estimates only (est_* columns), no API usage",
             f"  {len(self.stacks())} stack(s):",
         ]
