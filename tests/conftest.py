@@ -12,14 +12,21 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A test that uses the real model server is slow, whatever its file says; under
-    pytest-xdist (``make test``: ``-n 2 --dist loadgroup``) all of them run on one worker,
-    so one model server serves them, one request at a time, while the other worker runs the
-    rest (llama.cpp uses one of the two cores by default)."""
+    """A test that uses the real model server is slow, whatever its file says; it must also
+    carry ``@pytest.mark.xdist_group(REAL_MODEL_FIXTURE)`` (checked here), so under
+    pytest-xdist (``make test``: ``-n 2 --dist loadgroup``) all of them run on one worker:
+    one model server serves them one request at a time, on one of the two cores (llama.cpp's
+    default), while the other worker runs the rest. (A marker added here would come too
+    late: xdist reads the groups in its own hook.)"""
     for item in items:
         if REAL_MODEL_FIXTURE in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
-            item.add_marker(pytest.mark.xdist_group(REAL_MODEL_FIXTURE))
+            groups = [m.args[0] for m in item.iter_markers("xdist_group") if m.args]
+            if groups != [REAL_MODEL_FIXTURE]:
+                raise pytest.UsageError(
+                    f"{item.nodeid} uses {REAL_MODEL_FIXTURE}: mark it "
+                    f"@pytest.mark.xdist_group({REAL_MODEL_FIXTURE!r})"
+                )
 
 
 REAL_MODEL_FIXTURE = "smollm2_server"

@@ -101,6 +101,7 @@ def test_faults_on_a_third_of_the_calls_lose_and_duplicate_no_run(base_config, t
     assert len(lines) == len(tasks) and len(Checkpoint(checkpoint).load()) == len(tasks)
 
 
+@pytest.mark.xdist_group("smollm2_server")  # one worker, one model server (conftest.py)
 @pytest.mark.parametrize("framework", ["langgraph", "langchain", "crewai", "semantic_kernel"])
 def test_cached_rerun_calls_no_model_and_reproduces_the_runs(
     framework, smollm2_server, base_config, tmp_path

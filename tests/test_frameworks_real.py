@@ -19,6 +19,8 @@ from mastif.tasks import load_tasks
 from tests.fakes import RecordingProxy
 
 REPO = Path(__file__).resolve().parents[1]
+# one worker, one model server for every real-model test (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("smollm2_server")
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -37,7 +39,7 @@ def test_stack_runs_on_the_real_model(framework, protocol, smollm2_server, base_
         # two small offline tools: their short schemas keep each prompt (and so each call on
         # this 2-core machine) short; the web tools have their own stack tests
         cfg["tools"] = ["datetime", "sympy"]
-        cfg["generation"].update(max_tokens=48, max_steps=2, max_tool_rounds=1, timeout_s=120)
+        cfg["generation"].update(max_tokens=48, max_steps=2, max_tool_rounds=1, timeout_s=300)
         for node in cfg["workflow"]["nodes"]:
             node["stop_when"] = "NEVER-MATCHES-4711" if node.get("stop_when") else None
         config = parse_config(cfg)

@@ -206,8 +206,11 @@ class _Navigation:
     """
 
     #: how long a key press gets to start a navigation before it counts as in-page only
-    #: (Playwright's click already waits for a navigation it starts to begin)
+    #: (Playwright's click already waits for a navigation it starts to begin); Enter, which
+    #: submits a form, gets longer: on a loaded machine its request can come after 0.15 s,
+    #: and the snapshot would then show the old page
     START_S = 0.15
+    SUBMIT_START_S = 1.0
 
     def __init__(self, page: Any) -> None:
         self.page = page
@@ -334,7 +337,9 @@ def make_web_tools(web: WebAccess) -> list[Tool]:
                         await page.keyboard.press(key)
                 except Exception as exc:  # noqa: BLE001 - e.g. an unknown key name
                     raise ToolError(f"keyboard input failed: {str(exc).splitlines()[0]}") from None
-                await nav.settle(timeout)
+                pressed = (keys or "").replace(",", " ").split()
+                submits = any(k.lower() in ("enter", "numpadenter") for k in pressed)
+                await nav.settle(timeout, nav.SUBMIT_START_S if submits else nav.START_S)
             return await snapshot_page(page, chars)
 
         return on_page(press)
