@@ -26,7 +26,7 @@ import inspect
 import os
 import platform
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -218,6 +218,16 @@ class PrivateMember:
             if not callable(value):
                 return "is no longer callable"
         return None
+
+
+def private_members_of(package: str) -> Callable[..., PrivateMember]:
+    """A constructor of one library's :class:`PrivateMember` s, called as
+    ``(owner, name, use, kind="method")``."""
+
+    def member(owner: type, name: str, use: str, kind: str = "method") -> PrivateMember:
+        return PrivateMember(owner, name, package, use, kind)  # type: ignore[arg-type]
+
+    return member
 
 
 def _assigned_in_init(owner: type, name: str) -> bool:

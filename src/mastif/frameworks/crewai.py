@@ -114,7 +114,7 @@ from crewai.utilities.pydantic_schema_utils import create_model_from_schema  # n
 from pydantic import PrivateAttr  # noqa: E402
 
 from mastif.frameworks.base import RunContext  # noqa: E402
-from mastif.provenance import PrivateMember  # noqa: E402
+from mastif.provenance import PrivateMember, private_members_of  # noqa: E402
 from mastif.tools import ToolResult  # noqa: E402
 from mastif.workflow import PlannedNode, drive_workflow, render_prompt  # noqa: E402
 
@@ -467,8 +467,7 @@ def kickoff(ctx: RunContext, visit: _Visit, bridge: _Bridge, prompt: str) -> str
         bridge.close_clients()
 
 
-def _crewai(owner: type, name: str, use: str, kind: str = "method") -> PrivateMember:
-    return PrivateMember(owner, name, "crewai", use, kind)  # type: ignore[arg-type]
+_crewai = private_members_of("crewai")
 
 
 #: what this adapter overrides or calls of CrewAI that CrewAI does not promise: checked once

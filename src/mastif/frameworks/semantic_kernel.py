@@ -70,7 +70,7 @@ from semantic_kernel.functions import (
 from semantic_kernel.functions.kernel_plugin import KernelPlugin
 
 from mastif.frameworks.base import RunContext
-from mastif.provenance import PrivateMember
+from mastif.provenance import PrivateMember, private_members_of
 from mastif.trace import NodeOutput
 from mastif.workflow import PlannedNode, drive_workflow, render_prompt
 
@@ -294,8 +294,7 @@ class McpToolsPlugin(MCPStreamableHttpPlugin):
             del session.list_tools  # back to the class's method
 
 
-def _sk(owner: type, name: str, use: str, kind: str = "method") -> PrivateMember:
-    return PrivateMember(owner, name, "semantic-kernel", use, kind)  # type: ignore[arg-type]
+_sk = private_members_of("semantic-kernel")
 
 
 #: what this adapter overrides, calls or patches of Semantic Kernel (and of the MCP session
