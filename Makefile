@@ -32,6 +32,11 @@ WHEEL_KEY := $(shell printf '%s|%s|%s|%s|%s' '$(LLAMA_CPP_VERSION)' '$(LLAMA_CMA
 WHEEL_DIR := $(MASTIF_CACHE)/wheels/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(WHEEL_KEY)
 # every transitive dependency pinned (`make lock` refreshes it); pyproject keeps ranges
 LOCK := requirements.lock
+UV_VERSION ?= 0.13.9
+# uv does not read pip's configuration: hand it pip's find-links (a local wheel folder)
+ifneq ($(PIP_FIND_LINKS),)
+export UV_FIND_LINKS ?= $(PIP_FIND_LINKS)
+endif
 
 .PHONY: setup run test test-fast lint lock dry-run clean llama-wheel
 
@@ -45,13 +50,15 @@ $(CHROMIUM):
 
 $(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	# CPU PyTorch first: on these machines this pin is a local CPU wheel; an unpinned
-	# torch would pull several GB of CUDA wheels
-	$(BIN)/pip install --quiet torch==$(TORCH_VERSION)
+	# uv installs the ~300 locked packages in ~10 s from its per-machine cache
+	# (~/.cache/uv); pip took ~2 min for the same set, also on a second clone
+	$(BIN)/pip install --quiet uv==$(UV_VERSION)
 	$(MAKE) --no-print-directory llama-wheel
-	$(BIN)/pip install --quiet -c $(LOCK) "$$(ls $(WHEEL_DIR)/llama_cpp_python-*.whl)[server]"
-	$(BIN)/pip install --quiet -c $(LOCK) -e '.[dev]'
+	# CPU PyTorch: on these machines the pin is a local CPU wheel in pip's find-links
+	# (uv reads no pip.conf, hence UV_FIND_LINKS above); an unpinned torch would pull
+	# several GB of CUDA wheels
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -c $(LOCK) torch==$(TORCH_VERSION) \
+		"$$(ls $(WHEEL_DIR)/llama_cpp_python-*.whl)[server]" -e '.[dev]'
 	touch $(STAMP)
 
 # built with the flags above into a temporary folder, moved into place only when complete
