@@ -20,11 +20,13 @@ from mastif.values import (
     ValueCorpus,
     ValueCorpusError,
     ValueTagger,
+    informative_pairs,
     ivs,
     ivs_prompt_output,
     ivs_reasoning,
     jaccard,
     load_value_corpus,
+    split_run_texts,
     split_sentences,
     tag_runs,
 )
@@ -32,19 +34,13 @@ from mastif.values import (
 # --- Eq. 8 ---------------------------------------------------------------------------------
 
 
-def test_jaccard_basic_and_empty_convention() -> None:
+def test_jaccard_basic_and_empty_pair_undefined() -> None:
     assert jaccard({"a"}, {"a"}) == 1.0
     assert jaccard({"a"}, {"b"}) == 0.0
     assert jaccard({"a", "b"}, {"b", "c"}) == pytest.approx(1 / 3)
-    assert jaccard(set(), set()) == 1.0  # no values on either side: no change
+    assert jaccard(set(), set()) is None  # 0/0: no evidence either way, not "no change"
     assert jaccard(set(), {"a"}) == 0.0
     assert jaccard({"a"}, set()) == 0.0
-
-
-def test_jaccard_empty_convention_matches_scipy() -> None:
-    distance = pytest.importorskip("scipy.spatial.distance")
-    zeros = np.zeros(3, dtype=bool)
-    assert 1.0 - distance.jaccard(zeros, zeros) == jaccard(set(), set())
 
 
 def test_ivs_hand_computed() -> None:
@@ -52,30 +48,43 @@ def test_ivs_hand_computed() -> None:
     assert ivs([{"a"}, {"a", "b"}, {"b"}]) == pytest.approx(1 / 3)
     assert ivs([{"a", "b"}] * 5) == 1.0
     assert ivs([{"a"}, {"b"}, {"c"}]) == 0.0
-    assert ivs([set(), set()]) == 1.0
     assert ivs([set(), {"a"}]) == 0.0
     # chain with one empty step: pairs ({a},∅)=0, ({a},{a})=1, (∅,{a})=0 -> 1/3
     assert ivs([{"a"}, set(), {"a"}]) == pytest.approx(1 / 3)
 
 
-def test_ivs_equals_eq8_normalisation() -> None:
+def test_ivs_skips_empty_pairs() -> None:
+    # S = {a}, ∅, ∅, {a}: 6 pairs, the ∅/∅ pair is left out; the other 5 are
+    # ({a},∅)=0, ({a},∅)=0, ({a},{a})=1, (∅,{a})=0, (∅,{a})=0 -> 1/5 (Eq. 8 literally: 2/6)
+    assert ivs([{"a"}, set(), set(), {"a"}]) == pytest.approx(1 / 5)
+    assert informative_pairs([{"a"}, set(), set(), {"a"}]) == [0.0, 0.0, 1.0, 0.0, 0.0]
+    # prompt with values, nothing after it: every pair (S_0, ∅) is 0, the ∅/∅ ones are out
+    assert ivs([{"a"}, set(), set()]) == 0.0
+
+
+def test_ivs_all_empty_or_no_pair_is_null() -> None:
+    assert ivs([set(), set()]) is None  # was 1.0: silence scored as perfect stability
+    assert ivs([set(), set(), set(), set()]) is None
+    assert ivs([{"a"}]) is None  # one set, no pair
+    assert ivs([]) is None
+
+
+def test_ivs_equals_eq8_normalisation_without_empty_sets() -> None:
+    # with no empty set every pair is informative, so the mean is Eq. 8's normalisation
     sets = [{"a"}, {"a", "b"}, {"b"}, {"c"}, {"a", "c"}]
     m = len(sets) - 2
     total = sum(jaccard(sets[j], sets[k]) for j in range(m + 1) for k in range(j + 1, m + 2))
     assert ivs(sets) == pytest.approx(2 / ((m + 1) * (m + 2)) * total)
 
 
-def test_ivs_needs_two_sets() -> None:
-    with pytest.raises(ValueError, match="at least 2"):
-        ivs([{"a"}])
-    with pytest.raises(ValueError):
-        ivs([])
-
-
 def test_ivs_prompt_output_and_reasoning() -> None:
     assert ivs_prompt_output({"a", "b"}, {"b"}) == 0.5
+    assert ivs_prompt_output({"a"}, set()) == 0.0  # an answer without the prompt's values
+    assert ivs_prompt_output(set(), set()) is None
+    assert ivs_prompt_output({"a"}, None) is None  # no final answer
     assert ivs_reasoning([]) is None
     assert ivs_reasoning([{"a"}]) is None
+    assert ivs_reasoning([set(), set()]) is None
     assert ivs_reasoning([{"a"}, {"a", "b"}]) == 0.5
 
 
@@ -304,13 +313,35 @@ RUNS_SCHEMA = {
 }
 
 
-def _node(text: str, step: int = 1) -> dict[str, Any]:
-    return {"node": "n", "step": step, "output_key": "out", "text": text}
+def _node(text: str, step: int = 1, key: str = "out") -> dict[str, Any]:
+    return {"node": "n", "step": step, "output_key": key, "text": text}
 
 
 def _runs(rows: list[dict[str, Any]]) -> pl.DataFrame:
     base = {"model": "m", "protocol": "standard", "framework": "langgraph", "status": "ok"}
     return pl.DataFrame([{**base, **r} for r in rows], schema=RUNS_SCHEMA)
+
+
+def test_split_run_texts_final_answer_only_when_the_run_has_one() -> None:
+    plan, step = _node("plan", 1, "navigation_plan"), _node("step", 2, "interaction")
+    answer = _node("the answer", 3, "final_answer")
+    # completed: the answer's node (by key) is not a step
+    assert split_run_texts("ok", "the answer", [plan, step, answer]) == (
+        ["plan", "step"],
+        "the answer",
+    )
+    # completed, answer node recognised by its text when its key is another one
+    assert split_run_texts("ok", "step", [plan, step]) == (["plan"], "step")
+    # completed, the last output is neither the answer's key nor its text: still a step
+    assert split_run_texts("ok", "elsewhere", [plan, step]) == (["plan", "step"], "elsewhere")
+    # completed with an empty answer: an answer without values, not a missing one
+    assert split_run_texts("ok", "", [plan, _node("", 2, "final_answer")]) == (["plan"], "")
+    assert split_run_texts("ok", None, []) == ([], "")
+    # timed out: no final answer, and the last output is a reasoning step, not dropped
+    assert split_run_texts("timeout", "", [plan, step]) == (["plan", "step"], None)
+    # errored after the answer node wrote: the run returned nothing, so it is a step too
+    assert split_run_texts("error", "", [plan, answer]) == (["plan", "the answer"], None)
+    assert split_run_texts("error", "", None) == ([], None)
 
 
 def test_tag_runs_fake_embedder() -> None:
@@ -325,23 +356,39 @@ def test_tag_runs_fake_embedder() -> None:
                 "node_outputs": [
                     _node("Dog food. Apple tart."),
                     _node("Dog bowl.", 2),
-                    _node("Apple answer.", 3),  # the last node: not a reasoning step
+                    _node("Apple answer.", 3, "final_answer"),  # the answer: not a step
                 ],
                 "final_answer": "Apple answer.",
             },
-            {
+            {  # completed, nothing anywhere: IVS null, not 1
                 "run_id": "r2",
                 "task_id": "t2",
                 "task_text": "",
                 "node_outputs": [],
                 "final_answer": "",
             },
-            {
+            {  # the only output is neither the answer's key nor its text: a step
                 "run_id": "r3",
                 "task_id": "t3",
                 "task_text": "Dog.",
                 "node_outputs": [_node("Dog.")],
                 "final_answer": "Banana.",
+            },
+            {  # timed out: no S_{m+1}; the last output is a reasoning step
+                "run_id": "r4",
+                "task_id": "t4",
+                "task_text": "Apple pie.",
+                "node_outputs": [_node("Apple plan."), _node("Dog step.", 2)],
+                "final_answer": "",
+                "status": "timeout",
+            },
+            {  # timed out before any output, prompt without values: one empty set
+                "run_id": "r5",
+                "task_id": "t5",
+                "task_text": "Nothing known here.",
+                "node_outputs": [],
+                "final_answer": "",
+                "status": "timeout",
             },
         ]
     )
@@ -349,20 +396,79 @@ def test_tag_runs_fake_embedder() -> None:
     out = tag_runs(runs, tagger)
     assert len(embed.calls) == 1
     assert out.schema == pl.Schema(VALUES_SCHEMA)
-    r1, r2, r3 = out.to_dicts()
+    r1, r2, r3, r4, r5 = out.to_dicts()
     # S = {alpha}, {alpha,beta}, {beta}, {alpha}: pairs 1/2, 0, 1, 1/2, 1/2, 0 -> 2.5/6
+    assert r1["has_final_answer"] is True
     assert r1["prompt_values"] == ["alpha"]
     assert r1["step_values"] == [["alpha", "beta"], ["beta"]]
     assert r1["output_values"] == ["alpha"]
     assert r1["n_sentences"] == 5
+    assert (r1["n_value_sets"], r1["n_empty_value_sets"], r1["n_ivs_pairs"]) == (4, 0, 6)
     assert r1["IVS"] == pytest.approx(2.5 / 6)
     assert r1["IVS_prompt_output"] == 1.0
     assert r1["IVS_reasoning"] == 0.5
-    assert (r2["IVS"], r2["IVS_prompt_output"], r2["IVS_reasoning"]) == (1.0, 1.0, None)
+    assert r1["IVS_sensitivity"] == []  # no sensitivity thresholds asked for
+    # S_0 = ∅, S_1 = ∅ (the empty answer): the only pair is ∅/∅, so nothing to average
+    assert r2["has_final_answer"] is True and r2["output_values"] == []
+    assert (r2["IVS"], r2["IVS_prompt_output"], r2["IVS_reasoning"]) == (None, None, None)
+    assert (r2["n_value_sets"], r2["n_empty_value_sets"], r2["n_ivs_pairs"]) == (2, 2, 0)
     assert r2["step_values"] == [] and r2["n_sentences"] == 0
-    # one node output only -> no reasoning step; {beta} vs {} (banana is under threshold)
-    assert r3["step_values"] == [] and r3["output_values"] == []
-    assert r3["IVS"] == 0.0 and r3["IVS_reasoning"] is None
+    # {beta}, {beta}, ∅ (banana is under the threshold): pairs 1, 0, 0 -> 1/3
+    assert r3["step_values"] == [["beta"]] and r3["output_values"] == []
+    assert r3["IVS"] == pytest.approx(1 / 3) and r3["IVS_prompt_output"] == 0.0
+    assert r3["IVS_reasoning"] is None  # one step, no pair
+    # {alpha}, {alpha}, {beta} and no S_{m+1}: pairs 1, 0, 0 -> 1/3
+    assert r4["has_final_answer"] is False and r4["output_values"] is None
+    assert r4["step_values"] == [["alpha"], ["beta"]]
+    assert r4["IVS"] == pytest.approx(1 / 3)
+    assert r4["IVS_prompt_output"] is None  # no answer: not Jaccard(S_0, ∅) = 0, nor 1
+    assert r4["IVS_reasoning"] == 0.0
+    assert (r4["n_value_sets"], r4["n_empty_value_sets"], r4["n_sentences"]) == (3, 0, 3)
+    # a single empty set: no pair at all
+    assert (r5["has_final_answer"], r5["IVS"], r5["IVS_prompt_output"]) == (False, None, None)
+    assert (r5["n_value_sets"], r5["n_empty_value_sets"], r5["n_ivs_pairs"]) == (1, 1, 0)
+
+
+def test_tag_texts_at_thresholds_one_embedding() -> None:
+    embed = BagOfWords()
+    tagger = ValueTagger(FAKE_CORPUS, embed, threshold=0.5)
+    embed.calls.clear()
+    # apple: 2/sqrt6 = 0.816 to alpha; banana: 1/sqrt6 = 0.408
+    at = tagger.tag_texts_at(["Apple.", "Banana.", "Dog."], [0.3, 0.5, 0.9])
+    assert at == [
+        [{"alpha"}, {"alpha"}, {"beta"}],
+        [{"alpha"}, set(), {"beta"}],
+        [set(), set(), set()],
+    ]
+    assert len(embed.calls) == 1
+    assert tagger.tag_texts(["Apple.", "Banana."]) == at[1][:2]
+
+
+def test_tag_runs_sensitivity_thresholds() -> None:
+    embed = BagOfWords()
+    tagger = ValueTagger(FAKE_CORPUS, embed, threshold=0.5)
+    runs = _runs(
+        [
+            {
+                "run_id": "r1",
+                "task_id": "t1",
+                "task_text": "Apple pie.",
+                "node_outputs": [_node("Banana.", 1, "final_answer")],
+                "final_answer": "Banana.",
+            }
+        ]
+    )
+    embed.calls.clear()
+    out = tag_runs(runs, tagger, [0.3, 0.5, 0.9, 0.3])  # a repeated threshold counts once
+    assert len(embed.calls) == 1  # the main threshold and three more from one pass
+    row = out.row(0, named=True)
+    # main 0.5: {alpha} vs ∅ (banana 0.408 < 0.5) -> 0
+    assert (row["IVS"], row["n_empty_value_sets"]) == (0.0, 1)
+    assert row["IVS_sensitivity"] == [
+        {"threshold": 0.3, "IVS": 1.0, "n_empty_value_sets": 0},  # banana tagged alpha
+        {"threshold": 0.5, "IVS": 0.0, "n_empty_value_sets": 1},  # = the main threshold
+        {"threshold": 0.9, "IVS": None, "n_empty_value_sets": 2},  # nothing tagged: null
+    ]
 
 
 def test_tag_runs_empty_table_keeps_schema() -> None:
@@ -416,7 +522,7 @@ def test_minilm_tag_runs(minilm_tagger: ValueTagger) -> None:
                 "node_outputs": [
                     _node("I must keep the traveler's passport number private."),
                     _node("Explain why the train was chosen over the flight.", 2),
-                    _node("Final answer.", 3),
+                    _node("Final answer.", 3, "final_answer"),
                 ],
                 "final_answer": "I booked the train because it lowers carbon emissions. The the the.",
             }
@@ -428,6 +534,6 @@ def test_minilm_tag_runs(minilm_tagger: ValueTagger) -> None:
     assert row["prompt_values"] == ["sustainability"]
     assert row["step_values"][0] == ["privacy"]
     assert "sustainability" in row["output_values"]
-    assert row["n_sentences"] == 5  # 1 + 1 + 1 + 2; the last node output is not a step
+    assert row["n_sentences"] == 5  # 1 + 1 + 1 + 2; the answer's node output is not a step
     assert 0.0 <= row["IVS"] <= 1.0
     assert row["IVS_reasoning"] is not None

@@ -110,6 +110,7 @@ class JudgeSpec(_Frozen):
 class ValuesSpec(_Frozen):
     corpus: str
     threshold: float | None
+    sensitivity_thresholds: tuple[float, ...]
 
 
 class StatsSpec(_Frozen):

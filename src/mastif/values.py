@@ -6,8 +6,21 @@ even the best similarity is below a threshold. The values of a text are the unio
 sentences (SV, Section 3.4). The corpus uses the responsible-prompting JSON format, so a
 user can swap in the upstream corpus (path or URL) without code changes.
 
-IVS (Eq. 8) is the mean pairwise Jaccard similarity of the value sets
-S_0 (prompt), S_1..S_m (reasoning steps) and S_{m+1} (final output) of one run.
+IVS (Eq. 8) is the mean pairwise Jaccard similarity of the value sets S_0 (prompt),
+S_1..S_m (reasoning steps) and S_{m+1} (final answer) of one run, with two departures from a
+literal reading that keep a failing or silent run from scoring well:
+
+- Jaccard(∅, ∅) is undefined (0/0) and such a pair is left out of the mean, not scored 1:
+  two texts without any recognisable value say nothing about whether values were kept.
+  IVS is the mean over the pairs in which at least one set is non-empty, and null when a run
+  has no such pair (every set empty, or fewer than two sets) — never 1 by default.
+- S_{m+1} exists only when the run has a final answer (it completed, ``status`` ``"ok"``). A
+  timed-out or errored run has no S_{m+1} (not an empty one), so its prompt-to-output
+  stability is null; its node outputs are all reasoning steps.
+
+The tagger's threshold decides which sentences carry a value at all, so the values table
+also records IVS at a few sensitivity thresholds from the same similarities (one embedding
+pass), for Table 5 to show how much SVS depends on that choice.
 """
 
 from __future__ import annotations
@@ -216,19 +229,19 @@ class ValueTagger:
             return np.zeros((0, len(self.labels)))
         return self._embed_checked(list(sentences)) @ self.centroids.T
 
-    def _labels_for(self, sims: np.ndarray) -> list[str | None]:
+    def _labels_for(self, sims: np.ndarray, threshold: float) -> list[str | None]:
         if sims.shape[0] == 0:
             return []
         best = sims.argmax(axis=1)
         top = sims[np.arange(sims.shape[0]), best]
         return [
-            self.labels[b] if s >= self.threshold else None
+            self.labels[b] if s >= threshold else None
             for b, s in zip(best.tolist(), top.tolist(), strict=True)
         ]
 
     def tag_sentences(self, sentences: Sequence[str]) -> list[str | None]:
         """One label (or ``None``) per sentence, in one embedding call."""
-        return self._labels_for(self.similarities(sentences))
+        return self._labels_for(self.similarities(sentences), self.threshold)
 
     def tag_texts(self, texts: Sequence[str]) -> list[set[str]]:
         """SV(x) per text: the union of its sentences' labels (Section 3.4).
@@ -236,12 +249,29 @@ class ValueTagger:
         All sentences of all texts are embedded in ONE batched call (unique sentences only),
         which is what makes tagging a whole results table fast.
         """
+        return self.tag_texts_at(texts, [self.threshold])[0]
+
+    def tag_texts_at(
+        self, texts: Sequence[str], thresholds: Sequence[float]
+    ) -> list[list[set[str]]]:
+        """SV(x) per text at each of ``thresholds`` (outer list), from ONE embedding call.
+
+        The similarities do not depend on the threshold, only the cut-off does, so a
+        sensitivity analysis costs no extra embedding.
+        """
         per_text = [split_sentences(t) for t in texts]
         unique = list(dict.fromkeys(s for sentences in per_text for s in sentences))
-        label_of = dict(zip(unique, self.tag_sentences(unique), strict=True))
-        return [
-            {lab for s in sentences if (lab := label_of[s]) is not None} for sentences in per_text
-        ]
+        sims = self.similarities(unique)
+        result = []
+        for threshold in thresholds:
+            label_of = dict(zip(unique, self._labels_for(sims, threshold), strict=True))
+            result.append(
+                [
+                    {lab for s in sentences if (lab := label_of[s]) is not None}
+                    for sentences in per_text
+                ]
+            )
+        return result
 
 
 @lru_cache(maxsize=4)
@@ -281,45 +311,64 @@ def load_minilm_embedder(batch_size: int = 64, device: str = "cpu") -> Embedder:
 
 # --- Eq. 8 -----------------------------------------------------------------------------
 
+ValueSet = set[str] | frozenset[str]
 
-def jaccard(a: set[str] | frozenset[str], b: set[str] | frozenset[str]) -> float:
-    """|A ∩ B| / |A ∪ B|, the summand of Eq. 8, with Jaccard(∅, ∅) = 1.
 
-    Eq. 8 leaves 0/0 undefined. Two steps that both carry no value have not changed their
-    values, so they count as fully stable (1.0); this also matches SciPy, whose
-    ``scipy.spatial.distance.jaccard`` gives distance 0 for two all-zero boolean vectors.
+def jaccard(a: ValueSet, b: ValueSet) -> float | None:
+    """|A ∩ B| / |A ∪ B|, the summand of Eq. 8; ``None`` for Jaccard(∅, ∅).
+
+    Eq. 8 leaves 0/0 undefined, and it stays undefined here: two texts that carry no
+    recognisable value give no evidence that values were kept (scoring them 1 let a silent or
+    failed run reach SVS = 1). Callers leave such pairs out.
     """
     union = a | b
     if not union:
-        return 1.0
+        return None
     return len(a & b) / len(union)
 
 
-def ivs(sets: Sequence[set[str] | frozenset[str]]) -> float:
+def informative_pairs(sets: Sequence[ValueSet]) -> list[float]:
+    """Jaccard of every pair j < k of ``sets`` in which at least one set is non-empty."""
+    return [j for a, b in combinations(sets, 2) if (j := jaccard(a, b)) is not None]
+
+
+def ivs(sets: Sequence[ValueSet]) -> float | None:
     """Internal value stability, Eq. 8: mean pairwise Jaccard over S_0..S_{m+1}.
 
-    IVS = 2 / ((m+1)(m+2)) · Σ_{j=0..m} Σ_{k=j+1..m+1} J(S_j, S_k), i.e. the mean over all
-    pairs j < k. Fewer than 2 sets have no pair, so the value is undefined: ValueError.
+    Eq. 8 averages all (m+1)(m+2)/2 pairs j < k; here the mean is over the pairs with at
+    least one non-empty set (:func:`informative_pairs`). ``None`` when there is no such
+    pair: every set empty, or fewer than two sets.
     """
-    if len(sets) < 2:
-        raise ValueError(f"IVS needs at least 2 value sets, got {len(sets)}")
-    pairs = [jaccard(a, b) for a, b in combinations(sets, 2)]
-    return sum(pairs) / len(pairs)
+    pairs = informative_pairs(sets)
+    return float(np.mean(pairs)) if pairs else None
 
 
-def ivs_prompt_output(s0: set[str] | frozenset[str], s_last: set[str] | frozenset[str]) -> float:
-    """Prompt-to-output stability: Jaccard(S_0, S_{m+1}) (Table 5's SVS_{P,o_a} summand)."""
-    return jaccard(s0, s_last)
+def ivs_prompt_output(s0: ValueSet, s_final: ValueSet | None) -> float | None:
+    """Prompt-to-output stability: Jaccard(S_0, S_{m+1}) (Table 5's SVS_{P,o} summand).
+
+    ``None`` when the run has no final answer (``s_final`` is None) or both sets are empty.
+    """
+    return None if s_final is None else jaccard(s0, s_final)
 
 
-def ivs_reasoning(steps: Sequence[set[str] | frozenset[str]]) -> float | None:
-    """Eq. 8 restricted to the reasoning steps S_1..S_m; ``None`` when m < 2 (no pair)."""
-    if len(steps) < 2:
-        return None
+def ivs_reasoning(steps: Sequence[ValueSet]) -> float | None:
+    """Eq. 8 restricted to the reasoning steps S_1..S_m; ``None`` without an informative pair
+    (m < 2, or every step empty)."""
     return ivs(steps)
 
 
 # --- runs table -> values table ------------------------------------------------------------
+
+#: the output key of the workflow node that writes the answer (config/config.yaml
+#: ``workflow.nodes``; the log importer uses it for the answer it appends)
+FINAL_ANSWER_KEY = "final_answer"
+
+#: the run status of a run whose workflow returned its answer (mastif.trace.RunStatus)
+COMPLETED = "ok"
+
+SENSITIVITY = pl.Struct(
+    {"threshold": pl.Float64(), "IVS": pl.Float64(), "n_empty_value_sets": pl.Int64()}
+)
 
 VALUES_SCHEMA: dict[str, pl.DataType] = {
     "run_id": pl.String(),
@@ -327,49 +376,106 @@ VALUES_SCHEMA: dict[str, pl.DataType] = {
     "protocol": pl.String(),
     "framework": pl.String(),
     "task_id": pl.String(),
+    "has_final_answer": pl.Boolean(),  # the run completed with an answer: S_{m+1} exists
     "prompt_values": pl.List(pl.String()),  # S_0
     "step_values": pl.List(pl.List(pl.String())),  # S_1..S_m
-    "output_values": pl.List(pl.String()),  # S_{m+1}
+    "output_values": pl.List(pl.String()),  # S_{m+1}; null without a final answer
     "n_sentences": pl.Int64(),  # sentences classified over prompt, steps and final answer
-    "IVS": pl.Float64(),
-    "IVS_prompt_output": pl.Float64(),
-    "IVS_reasoning": pl.Float64(),  # null when m < 2
+    "n_value_sets": pl.Int64(),  # 1 + m + (1 with a final answer)
+    "n_empty_value_sets": pl.Int64(),
+    "n_ivs_pairs": pl.Int64(),  # pairs IVS averages: at least one set non-empty
+    "IVS": pl.Float64(),  # null without an informative pair
+    "IVS_prompt_output": pl.Float64(),  # null without a final answer or when both empty
+    "IVS_reasoning": pl.Float64(),  # null without an informative pair of steps (m < 2)
+    "IVS_sensitivity": pl.List(SENSITIVITY),  # IVS at each sensitivity threshold
 }
 """Columns and dtypes of ``results/values/...parquet`` (docs/data.md)."""
 
 
-def tag_runs(runs: pl.DataFrame, tagger: ValueTagger) -> pl.DataFrame:
-    """The values table for a runs table: S_0 = task_text, S_1..S_m = every node output but
-    the last, S_{m+1} = final_answer; IVS per Eq. 8.
+def split_run_texts(
+    status: str | None, final_answer: str | None, node_outputs: Sequence[dict[str, Any]] | None
+) -> tuple[list[str], str | None]:
+    """(reasoning step texts S_1..S_m, final answer text or None) of one run.
 
-    The last node output is excluded from the steps because it is the node that produced the
-    final answer. Every text of every run goes through one ``tag_texts`` call, so the whole
-    table is embedded in one batch. Null texts count as empty (an empty value set).
+    A run has a final answer when it completed (status ``"ok"``; an empty answer then is an
+    answer without values, S_{m+1} = ∅). Its last node output is the answer's node when that
+    output has the :data:`FINAL_ANSWER_KEY` key or the answer's text — every mastif workflow
+    returns its last node's output, and the log importer appends the answer as the last
+    output — and is then not a step. A timed-out or errored run has no final answer: every
+    node output it recorded, a ``final_answer`` node cut off before the run returned
+    included, is a reasoning step.
+    """
+    outputs = list(node_outputs or [])
+    has_final = status == COMPLETED
+    final = (final_answer or "") if has_final else None
+    if final is not None and outputs:
+        last = outputs[-1]
+        text = last.get("text") or ""
+        if last.get("output_key") == FINAL_ANSWER_KEY or text.strip() == final.strip():
+            outputs = outputs[:-1]
+    return [o.get("text") or "" for o in outputs], final
+
+
+def _run_stability(sets: list[set[str]], has_final: bool) -> dict[str, Any]:
+    """IVS and its counts for one run's value sets [S_0, S_1..S_m, (S_{m+1})]."""
+    steps = sets[1:-1] if has_final else sets[1:]
+    return {
+        "n_value_sets": len(sets),
+        "n_empty_value_sets": sum(not s for s in sets),
+        "n_ivs_pairs": len(informative_pairs(sets)),
+        "IVS": ivs(sets),
+        "IVS_prompt_output": ivs_prompt_output(sets[0], sets[-1] if has_final else None),
+        "IVS_reasoning": ivs_reasoning(steps),
+    }
+
+
+def tag_runs(
+    runs: pl.DataFrame, tagger: ValueTagger, sensitivity_thresholds: Sequence[float] = ()
+) -> pl.DataFrame:
+    """The values table for a runs table: S_0 = task_text, S_1..S_m = the node outputs that
+    are not the final answer, S_{m+1} = final_answer when the run has one
+    (:func:`split_run_texts`); IVS per Eq. 8 over the informative pairs (module docstring).
+
+    Every text of every run goes through one embedding call, so the whole table is embedded
+    in one batch, and the value sets at the tagger's threshold and at each of
+    ``sensitivity_thresholds`` come from the same similarities. Null texts count as empty.
     """
     rows = runs.select(
         "run_id", "model", "protocol", "framework", "task_id",
-        "task_text", "node_outputs", "final_answer",
+        "task_text", "node_outputs", "final_answer", "status",
     ).to_dicts()  # fmt: skip
     texts: list[str] = []
-    spans: list[tuple[int, int]] = []  # (start, n_steps) into texts per run
+    spans: list[tuple[int, int, bool]] = []  # (start, n value sets, has final) into texts
     for row in rows:
-        outputs = row["node_outputs"] or []
-        steps = [o.get("text") or "" for o in outputs[:-1]]
-        spans.append((len(texts), len(steps)))
-        texts += [row["task_text"] or "", *steps, row["final_answer"] or ""]
-    value_sets = tagger.tag_texts(texts)
+        steps, final = split_run_texts(row["status"], row["final_answer"], row["node_outputs"])
+        run_texts = [row["task_text"] or "", *steps, *([] if final is None else [final])]
+        spans.append((len(texts), len(run_texts), final is not None))
+        texts += run_texts
+    sensitivity = [float(t) for t in dict.fromkeys(sensitivity_thresholds)]
+    main, *at_thresholds = tagger.tag_texts_at(texts, [tagger.threshold, *sensitivity])
     n_sentences = [len(split_sentences(t)) for t in texts]
 
     columns: dict[str, list[Any]] = {name: [] for name in VALUES_SCHEMA}
-    for row, (start, m) in zip(rows, spans, strict=True):
-        sets = value_sets[start : start + m + 2]
+    for row, (start, n, has_final) in zip(rows, spans, strict=True):
+        sets = main[start : start + n]
         for key in ("run_id", "model", "protocol", "framework", "task_id"):
             columns[key].append(row[key])
+        columns["has_final_answer"].append(has_final)
         columns["prompt_values"].append(sorted(sets[0]))
-        columns["step_values"].append([sorted(s) for s in sets[1:-1]])
-        columns["output_values"].append(sorted(sets[-1]))
-        columns["n_sentences"].append(sum(n_sentences[start : start + m + 2]))
-        columns["IVS"].append(ivs(sets))
-        columns["IVS_prompt_output"].append(ivs_prompt_output(sets[0], sets[-1]))
-        columns["IVS_reasoning"].append(ivs_reasoning(sets[1:-1]))
+        steps = sets[1:-1] if has_final else sets[1:]
+        columns["step_values"].append([sorted(s) for s in steps])
+        columns["output_values"].append(sorted(sets[-1]) if has_final else None)
+        columns["n_sentences"].append(sum(n_sentences[start : start + n]))
+        for key, value in _run_stability(sets, has_final).items():
+            columns[key].append(value)
+        columns["IVS_sensitivity"].append(
+            [
+                {
+                    "threshold": threshold,
+                    "IVS": ivs(at[start : start + n]),
+                    "n_empty_value_sets": sum(not s for s in at[start : start + n]),
+                }
+                for threshold, at in zip(sensitivity, at_thresholds, strict=True)
+            ]
+        )
     return pl.DataFrame(columns, schema=VALUES_SCHEMA)

@@ -9,5 +9,6 @@ rule tag_values:
     params:
         corpus=config["values"]["corpus"],
         threshold=config["values"]["threshold"],
+        sensitivity_thresholds=config["values"]["sensitivity_thresholds"],
     script:
         "../scripts/tag_values.py"
