@@ -12,6 +12,7 @@ from mastif.metrics import (
     RUN_METRICS_SCHEMA,
     STACK_METRICS_SCHEMA,
     ct,
+    empty_value_set_share,
     model_seconds,
     pareto_front,
     protocol_kib,
@@ -24,6 +25,7 @@ from mastif.metrics import (
     verbosity,
 )
 from mastif.trace import LLMCall, RunTrace, ToolCall, runs_to_table
+from mastif.values import SENSITIVITY
 
 
 def _call(ok: bool, name: str = "search") -> ToolCall:
@@ -183,13 +185,30 @@ JUDGED = _judged(
     ]
 )
 
+
+def _at(*entries: tuple[float, float | None, int]) -> list[dict[str, Any]]:
+    return [{"threshold": t, "IVS": v, "n_empty_value_sets": n} for t, v, n in entries]
+
+
+# r2 (error) and r5 (timeout) have no final answer: counted, but out of every SVS column
 VALUES = pl.DataFrame(
     {
         "run_id": ["r1", "r2", "r3", "r4", "r5"],
         "IVS": [0.5, 0.3, 0.1, 1.0, None],
-        "IVS_prompt_output": [0.2, 0.4, None, 1.0, None],
+        "IVS_prompt_output": [0.2, None, None, 1.0, None],
         "IVS_reasoning": [None, 0.6, 0.4, None, None],
-    }
+        "has_final_answer": [True, False, True, True, False],
+        "n_value_sets": [4, 3, 5, 2, 1],
+        "n_empty_value_sets": [1, 0, 3, 0, 1],
+        "IVS_sensitivity": [
+            _at((0.25, 0.6, 0), (0.45, 0.4, 2)),
+            _at((0.25, 0.9, 0), (0.45, 0.9, 0)),
+            _at((0.25, 0.2, 1), (0.45, None, 5)),
+            [],
+            _at((0.25, None, 1), (0.45, None, 1)),
+        ],
+    },
+    schema_overrides={"IVS_sensitivity": pl.List(SENSITIVITY)},
 )
 
 
@@ -276,10 +295,15 @@ def test_stack_metrics_hand_computed() -> None:
         "n_tool_calls": 6,
         "TUSR": 0.5,  # pooled (2 + 1) / (2 + 4); the mean of per-run rates would be 0.625
         "TUSR_std": 0.75 / math.sqrt(2),  # σ of {1.0, 0.25}; r2 has no rate
-        "SVS": 0.3,
-        "SVS_std": 0.2,
-        "SVS_prompt_output": 0.3,
-        "SVS_reasoning": 0.5,
+        # values: r1 and r3 (r2 errored: no final answer, its IVS 0.3 is left out)
+        "SVS": 0.3,  # (0.5 + 0.1) / 2
+        "SVS_std": math.sqrt(0.08),  # sample σ of {0.5, 0.1}
+        "SVS_prompt_output": 0.2,  # r1 only: r3 has none
+        "SVS_reasoning": 0.4,  # r3 only: r2's 0.6 would have raised it to 0.5
+        "n_no_final_answer": 1,
+        "n_IVS_null": 0,
+        "IVS_null_share": 0.0,
+        "empty_value_set_share": 4 / 9,  # (1 + 3) / (4 + 5), r2's sets left out
         "pareto_optimal": True,
         # protocol cost: means over all 3 runs, the errored r2 included
         "protocol_messages": 10.0,  # (10 + 4 + 16) / 3
@@ -291,6 +315,12 @@ def test_stack_metrics_hand_computed() -> None:
     }
     for k, v in expected_a.items():
         assert _close(a[k], v), (k, a[k], v)
+    # per threshold over r1 and r3: 0.25 -> SVS (0.6 + 0.2) / 2, empty (0 + 1) / 9;
+    # 0.45 -> SVS 0.4 (r3 null), empty (2 + 5) / 9
+    sens = a["SVS_sensitivity"]
+    assert [e["threshold"] for e in sens] == [0.25, 0.45]
+    assert _close(sens[0]["SVS"], 0.4) and _close(sens[0]["empty_value_set_share"], 1 / 9)
+    assert _close(sens[1]["SVS"], 0.4) and _close(sens[1]["empty_value_set_share"], 7 / 9)
     b = _row(s, "model", "mB")
     assert (b["n_runs"], b["n_judged"], b["n_judge_failed"], b["n_run_errors"]) == (1, 1, 0, 0)
     # one run: σ undefined
@@ -299,10 +329,43 @@ def test_stack_metrics_hand_computed() -> None:
     # no protocol traffic: zero cost and a zero share, not null
     assert (b["protocol_messages"], b["protocol_calls"], b["protocol_kib"]) == (0.0, 0.0, 0.0)
     assert (b["protocol_s"], b["model_s"], b["protocol_share"]) == (0.0, 2.5, 0.0)
+    assert (b["n_no_final_answer"], b["n_IVS_null"], b["IVS_null_share"]) == (0, 0, 0.0)
+    assert b["empty_value_set_share"] == 0.0 and b["SVS_sensitivity"] is None  # none recorded
     c = _row(s, "model", "mC")
     # no calls at all: TUSR null; IVS all null: SVS null; same TCR as B but slower and wordier
     assert (c["TUSR"], c["n_tool_calls"], c["SVS"], c["n_run_errors"]) == (None, 0, None, 1)
+    # its only run timed out: no answered run, so the shares are unknown, not 0
+    assert (c["n_no_final_answer"], c["n_IVS_null"], c["IVS_null_share"]) == (1, 0, None)
+    assert c["empty_value_set_share"] is None and c["SVS_sensitivity"] is None
     assert c["pareto_optimal"] is False
+
+
+def test_stack_metrics_null_ivs_counted_not_scored() -> None:
+    # r3 answered but no pair had a value on either side: IVS null, counted in n_IVS_null
+    values = VALUES.with_columns(
+        IVS=pl.when(pl.col("run_id") == "r3").then(None).otherwise(pl.col("IVS"))
+    )
+    a = _row(stack_metrics(run_metrics(RUNS, JUDGED, values)), "model", "mA")
+    assert (a["SVS"], a["SVS_std"], a["n_IVS_null"], a["IVS_null_share"]) == (0.5, None, 1, 0.5)
+
+
+def test_run_metrics_values_table_without_counts() -> None:
+    # a values table written before the counts existed: has_final_answer from the status,
+    # the counts unknown (null), and SVS still only over the runs with a final answer
+    old = VALUES.select("run_id", "IVS", "IVS_prompt_output", "IVS_reasoning")
+    t = run_metrics(RUNS, JUDGED, old)
+    assert t.schema == pl.Schema(RUN_METRICS_SCHEMA)
+    assert t.sort("run_id")["has_final_answer"].to_list() == [True, False, True, True, False]
+    assert t["n_value_sets"].null_count() == t.height
+    a = _row(stack_metrics(t), "model", "mA")
+    assert _close(a["SVS"], 0.3) and a["empty_value_set_share"] is None
+    assert a["SVS_sensitivity"] is None
+
+
+def test_empty_value_set_share_pools_sets() -> None:
+    df = pl.DataFrame({"n_empty_value_sets": [1, 3, None], "n_value_sets": [2, 6, None]})
+    assert df.select(empty_value_set_share()).item() == 0.5  # (1 + 3) / (2 + 6)
+    assert df.tail(1).select(empty_value_set_share()).item() is None
 
 
 def test_empty_inputs_keep_schemas() -> None:

@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import polars as pl
 
+from mastif.values import SENSITIVITY
+
 STACK_KEYS: tuple[str, str, str] = ("model", "protocol", "framework")
 
 RUN_METRICS_SCHEMA: dict[str, pl.DataType] = {
@@ -42,6 +44,10 @@ RUN_METRICS_SCHEMA: dict[str, pl.DataType] = {
     "IVS": pl.Float64(),
     "IVS_prompt_output": pl.Float64(),
     "IVS_reasoning": pl.Float64(),
+    "has_final_answer": pl.Boolean(),
+    "n_value_sets": pl.Int64(),
+    "n_empty_value_sets": pl.Int64(),
+    "IVS_sensitivity": pl.List(SENSITIVITY),
     "protocol_messages": pl.Int64(),
     "protocol_calls": pl.Int64(),
     "protocol_kib": pl.Float64(),
@@ -76,6 +82,15 @@ STACK_METRICS_SCHEMA: dict[str, pl.DataType] = {
     "SVS_std": pl.Float64(),
     "SVS_prompt_output": pl.Float64(),
     "SVS_reasoning": pl.Float64(),
+    "n_no_final_answer": pl.Int64(),
+    "n_IVS_null": pl.Int64(),
+    "IVS_null_share": pl.Float64(),
+    "empty_value_set_share": pl.Float64(),
+    "SVS_sensitivity": pl.List(
+        pl.Struct(
+            {"threshold": pl.Float64(), "SVS": pl.Float64(), "empty_value_set_share": pl.Float64()}
+        )
+    ),
     "pareto_optimal": pl.Boolean(),
     "protocol_messages": pl.Float64(),
     "protocol_calls": pl.Float64(),
@@ -92,6 +107,9 @@ STACK_METRICS_SCHEMA: dict[str, pl.DataType] = {
 }
 
 JUDGE_FAILED = "judge_failed"
+
+#: the status of a run that returned its answer (mastif.trace.RunStatus)
+COMPLETED = "ok"
 
 #: the judge counts a run as completed when its TCR mark is at least "mostly achieved"
 #: (0.7 on the rubric's five-mark scale), the binary verdict compared with the task's check
@@ -135,8 +153,21 @@ def tusr(n_ok: str = "n_tool_ok", n_calls: str = "n_tool_calls") -> pl.Expr:
 
 
 def svs(col: str = "IVS") -> pl.Expr:
-    """SVS_TS(D), Eq. 8: mean of the per-run internal value stability IVS(a_i); nulls ignored."""
+    """SVS_TS(D), Eq. 8: mean of the per-run internal value stability IVS(a_i); nulls ignored.
+
+    :func:`stack_metrics` passes only the runs with a final answer: a run cut off before its
+    answer would skip the answer's pairs (often its least stable ones) and score higher.
+    """
     return pl.col(col).mean()
+
+
+def empty_value_set_share(
+    n_empty: str = "n_empty_value_sets", n_sets: str = "n_value_sets"
+) -> pl.Expr:
+    """Per group: empty value sets / value sets, pooled over the group's runs (each set
+    S_0..S_{m+1} counts once); null when no run has its counts (values table without them)."""
+    total = pl.col(n_sets).sum()
+    return pl.when((pl.col(n_sets).count() > 0) & (total > 0)).then(pl.col(n_empty).sum() / total)
 
 
 # --------------------------------------------------------------------------- protocol cost
@@ -340,10 +371,16 @@ def run_metrics(
     ivs = values.select(
         "run_id",
         *(pl.col(c).cast(pl.Float64) for c in ("IVS", "IVS_prompt_output", "IVS_reasoning")),
+        *(
+            pl.col(c) if c in values.columns else pl.lit(None, RUN_METRICS_SCHEMA[c]).alias(c)
+            for c in ("has_final_answer", "n_value_sets", "n_empty_value_sets", "IVS_sensitivity")
+        ),
     )
     table = (
         base.join(scores, on="run_id", how="left")
         .join(ivs, on="run_id", how="left")
+        # a values table without the column (written before it existed): the same rule
+        .with_columns(pl.col("has_final_answer").fill_null(pl.col("status") == COMPLETED))
         .with_columns(
             pl.when(pl.col("n_tool_calls") > 0)
             .then(pl.col("n_tool_ok") / pl.col("n_tool_calls"))
@@ -410,6 +447,34 @@ def _agreement(run_table: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema)
 
 
+_VALUES_COLUMNS = ("IVS", "IVS_prompt_output", "IVS_reasoning", "n_value_sets",
+                   "n_empty_value_sets", "IVS_sensitivity")  # fmt: skip
+
+
+def _svs_sensitivity(run_table: pl.DataFrame) -> pl.DataFrame:
+    """Per stack: SVS and the empty-set share at each sensitivity threshold, over the runs
+    with a final answer, as a list sorted by threshold (long form inside one column, so the
+    Parquet schema does not depend on the configured thresholds)."""
+    entry = STACK_METRICS_SCHEMA["SVS_sensitivity"]
+    long = (
+        run_table.filter(pl.col("has_final_answer").fill_null(False))
+        .select(*STACK_KEYS, "n_value_sets", "IVS_sensitivity")
+        .explode("IVS_sensitivity")
+        .drop_nulls("IVS_sensitivity")
+        .unnest("IVS_sensitivity")
+    )
+    per_threshold = long.group_by(*STACK_KEYS, "threshold").agg(
+        svs().alias("SVS"), empty_value_set_share().alias("empty_value_set_share")
+    )
+    return (
+        per_threshold.sort("threshold")
+        .group_by(*STACK_KEYS, maintain_order=True)
+        .agg(pl.struct("threshold", "SVS", "empty_value_set_share").alias("SVS_sensitivity"))
+        .select(*(pl.col(k).cast(pl.String) for k in STACK_KEYS), pl.col("SVS_sensitivity"))
+        .cast({"SVS_sensitivity": entry})
+    )
+
+
 def stack_metrics(run_table: pl.DataFrame) -> pl.DataFrame:
     """One row per stack (``results/metrics/stacks.parquet``) from :func:`run_metrics` output.
 
@@ -422,12 +487,22 @@ def stack_metrics(run_table: pl.DataFrame) -> pl.DataFrame:
     counts like CT and V do. protocol_messages, protocol_calls (MCP tools/call served or A2A
     messages handled), protocol_kib, protocol_s (seconds in protocol handling) and
     model_s (seconds in the model) are plain means; protocol_share is :func:`protocol_share`.
+
+    The social-value columns (SVS, SVS_std, SVS_prompt_output, SVS_reasoning, n_IVS_null,
+    IVS_null_share, empty_value_set_share, SVS_sensitivity) describe the runs with a final
+    answer; the others are counted in n_no_final_answer. n_IVS_null counts answered runs
+    whose IVS is null (no pair with a value on either side), IVS_null_share is it over the
+    answered runs, empty_value_set_share is :func:`empty_value_set_share`; SVS_sensitivity
+    is a list of {threshold, SVS, empty_value_set_share}, null for a stack without any.
     """
     judged = pl.col("judge_status") != JUDGE_FAILED
+    answered = pl.col("has_final_answer").fill_null(False)
     agg = (
         run_table.with_columns(
             *(pl.when(judged).then(pl.col(c)).alias(c) for c in ("TU", "TA", "TCR"))
         )
+        # SVS and its counts describe the runs with a final answer (see svs())
+        .with_columns(pl.when(answered).then(pl.col(c)).alias(c) for c in _VALUES_COLUMNS)
         .group_by(*STACK_KEYS)
         .agg(
             pl.len().alias("n_runs"),
@@ -449,6 +524,12 @@ def stack_metrics(run_table: pl.DataFrame) -> pl.DataFrame:
             _std("IVS").alias("SVS_std"),
             svs("IVS_prompt_output").alias("SVS_prompt_output"),
             svs("IVS_reasoning").alias("SVS_reasoning"),
+            (~answered).sum().alias("n_no_final_answer"),
+            (answered & pl.col("IVS").is_null()).sum().alias("n_IVS_null"),
+            pl.when(answered.sum() > 0)
+            .then((answered & pl.col("IVS").is_null()).sum() / answered.sum())
+            .alias("IVS_null_share"),
+            empty_value_set_share().alias("empty_value_set_share"),
             *(
                 pl.col(c).cast(pl.Float64).mean().alias(c)
                 for c in ("protocol_messages", "protocol_calls", "protocol_kib", "protocol_s")
@@ -464,4 +545,5 @@ def stack_metrics(run_table: pl.DataFrame) -> pl.DataFrame:
         .sort(*STACK_KEYS)
     )
     agg = agg.with_columns(pareto_front(agg)).join(_agreement(run_table), on=STACK_KEYS, how="left")
+    agg = agg.join(_svs_sensitivity(run_table), on=STACK_KEYS, how="left")
     return agg.select(pl.col(c).cast(t) for c, t in STACK_METRICS_SCHEMA.items())
