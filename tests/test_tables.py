@@ -23,6 +23,10 @@ NAMES = [
 STACK_TABLES = [*NAMES[:4], "table7_protocol_cost", "table8_ground_truth"]
 
 
+def _sens(*entries: tuple[float, float | None, float]) -> list[dict[str, float | None]]:
+    return [{"threshold": t, "SVS": v, "empty_value_set_share": e} for t, v, e in entries]
+
+
 @pytest.fixture
 def stacks() -> pl.DataFrame:
     """2 models x 1 protocol x 2 frameworks; m1 made no tool calls.
@@ -54,6 +58,17 @@ def stacks() -> pl.DataFrame:
             "SVS_std": [0.038, 0.012, 0.01, 0.02],
             "SVS_prompt_output": [0.156, 0.1, 0.12, 0.13],
             "SVS_reasoning": [0.235, 0.2, None, 0.22],
+            "n_no_final_answer": [0, 1, 0, 2],
+            "n_IVS_null": [0, 1, 0, 0],
+            "IVS_null_share": [0.0, 0.5, 0.0, 0.0],
+            "empty_value_set_share": [0.25, 0.5, 0.125, 0.4],
+            # m1/crewai recorded none; m1/langgraph lacks 0.45
+            "SVS_sensitivity": [
+                _sens((0.25, 0.3, 0.1), (0.35, 0.21, 0.25), (0.45, 0.1, 0.5)),
+                _sens((0.35, 0.19, 0.5), (0.25, 0.25, 0.2)),
+                None,
+                _sens((0.25, 0.2, 0.0), (0.35, 0.18, 0.125), (0.45, None, 0.9)),
+            ],
             "pareto_optimal": [True, True, False, True],
             "protocol_messages": [12.0, 4.0, 4.0, 18.0],
             "protocol_calls": [4.0, 0.0, 0.0, 6.0],
@@ -169,6 +184,12 @@ def test_table_names_and_rows(tables: dict[str, pl.DataFrame]) -> None:
         "SVS_reasoning",
         "SVS",
         "SVS_std",
+        "n_no_final_answer",
+        "IVS_null_share",
+        "empty_value_set_share",
+        "SVS_at_0.25",
+        "SVS_at_0.35",
+        "SVS_at_0.45",
     ]
     assert tables["table7_protocol_cost"].columns == [
         "Stack",
@@ -179,6 +200,21 @@ def test_table_names_and_rows(tables: dict[str, pl.DataFrame]) -> None:
         "model_s",
         "protocol_share",
     ]
+
+
+def test_table5_without_sensitivity_columns(
+    stacks: pl.DataFrame, stats_tests: pl.DataFrame, stats_groups: pl.DataFrame
+) -> None:
+    # an empty values.sensitivity_thresholds list (or an older stacks file) adds no column
+    for frame in (
+        stacks.drop("SVS_sensitivity"),
+        stacks.with_columns(
+            pl.lit(None).cast(stacks.schema["SVS_sensitivity"]).alias("SVS_sensitivity")
+        ),
+    ):
+        table = report.paper_tables(frame, stats_tests, stats_groups)["table5_social_values"]
+        assert not [c for c in table.columns if c.startswith("SVS_at_")]
+        assert table.columns[-1] == "empty_value_set_share"
 
 
 def md_rows(md: str) -> list[list[str]]:
@@ -204,8 +240,22 @@ def test_markdown_format(tables: dict[str, pl.DataFrame]) -> None:
     assert rows[5] == ["m2, standard, langgraph", "0.750 (0.200)", "4"]
 
     rows = md_rows(report.to_markdown(tables["table5_social_values"], "cap"))
-    assert rows[0] == ["Stack", "SVS_P,o", "SVS_reasoning", "SVS (σ)"]
-    assert rows[2] == ["m1, standard, crewai", "0.120", "—", "0.200 (0.010)"]
+    assert rows[0] == [
+        "Stack", "SVS_P,o", "SVS_reasoning", "SVS (σ)", "n without answer", "IVS null share",
+        "empty value sets", "SVS at 0.25", "SVS at 0.35", "SVS at 0.45",
+    ]  # fmt: skip
+    # no sensitivity recorded: dashes, not zeros
+    assert rows[2] == [
+        "m1, standard, crewai", "0.120", "—", "0.200 (0.010)", "0", "0.000", "0.125",
+        "—", "—", "—",
+    ]  # fmt: skip
+    # pivoted by threshold, not by list position; a threshold it lacks is a dash
+    assert rows[3] == [
+        "m1, standard, langgraph", "0.100", "0.200", "0.190 (0.012)", "1", "0.500", "0.500",
+        "0.250", "0.190", "—",
+    ]  # fmt: skip
+    assert rows[4][-3:] == ["0.200", "0.180", "—"]
+    assert rows[5][-3:] == ["0.300", "0.210", "0.100"]
     assert "(the paper omitted them" in report.CAPTIONS["table4_tool_use"]
 
     md = report.to_markdown(tables["table7_protocol_cost"], report.CAPTIONS["table7_protocol_cost"])

@@ -63,7 +63,12 @@ CAPTIONS: dict[str, str] = {
     "table5_social_values": (
         "Table 5. Social value stability between prompt and final answer (SVS_P,o), across "
         "reasoning steps (SVS_reasoning), and over all steps from prompt to final answer "
-        "(SVS, σ in parentheses) per technology stack; the higher the better."
+        "(SVS, σ in parentheses) per technology stack; the higher the better. Means over the "
+        "runs with a final answer (n without answer: timed-out or errored runs, left out); "
+        "a pair of value sets that are both empty is left out of the Jaccard mean, and a run "
+        "without a pair that has a value has no IVS (IVS null share, of the answered runs). "
+        "empty value sets: share of all value sets (prompt, each step, answer) with no value. "
+        "SVS at t: the same SVS with the tagging threshold t instead of the configured one."
     ),
     "table6_best_stacks": (
         "Table 6. Best-performing level of model, protocol and framework per metric by mean "
@@ -102,6 +107,9 @@ CAPTIONS: dict[str, str] = {
 HEADERS: dict[str, str] = {
     "SVS_prompt_output": "SVS_P,o",
     "SVS_reasoning": "SVS_reasoning",
+    "n_no_final_answer": "n without answer",
+    "IVS_null_share": "IVS null share",
+    "empty_value_set_share": "empty value sets",
     "pareto_optimal": "Pareto-optimal",
     "p_value": "p-value",
     "protocol_s": "protocol time",
@@ -194,6 +202,39 @@ def _stack_table(stacks: pl.DataFrame, columns: dict[str, str]) -> pl.DataFrame:
         pl.concat_str([pl.col(c).cast(pl.String) for c in FACTORS], separator=", ").alias("Stack"),
         *[pl.col(src).alias(dst) for src, dst in columns.items()],
     )
+
+
+SENSITIVITY_PREFIX = "SVS_at_"
+
+
+def _social_values_table(stacks: pl.DataFrame) -> pl.DataFrame:
+    """Table 5: the SVS columns, the counts and shares behind them, and SVS at each
+    sensitivity threshold (``SVS_sensitivity`` pivoted to one ``SVS_at_<t>`` column per
+    threshold; a stack without a value at t gets null)."""
+    thresholds: list[float] = []
+    wide = stacks
+    if "SVS_sensitivity" in stacks.columns:
+        entries = [e or [] for e in stacks["SVS_sensitivity"].to_list()]
+        thresholds = sorted({e["threshold"] for row in entries for e in row})
+        wide = stacks.with_columns(
+            pl.Series(
+                f"{SENSITIVITY_PREFIX}{t:g}",
+                [next((e["SVS"] for e in row if e["threshold"] == t), None) for row in entries],
+                dtype=pl.Float64,
+            )
+            for t in thresholds
+        )
+    columns = {
+        "SVS_prompt_output": "SVS_prompt_output",
+        "SVS_reasoning": "SVS_reasoning",
+        "SVS": "SVS",
+        "SVS_std": "SVS_std",
+        "n_no_final_answer": "n_no_final_answer",
+        "IVS_null_share": "IVS_null_share",
+        "empty_value_set_share": "empty_value_set_share",
+    }
+    columns |= {f"{SENSITIVITY_PREFIX}{t:g}": f"{SENSITIVITY_PREFIX}{t:g}" for t in thresholds}
+    return _stack_table(wide, columns)
 
 
 def _ordered(column: str, order: Sequence[str]) -> pl.Expr:
@@ -304,15 +345,7 @@ def paper_tables(
         "table4_tool_use": _stack_table(
             stacks, {"TUSR": "TUSR", "TUSR_std": "TUSR_std", "n_tool_calls": "n_tool_calls"}
         ),
-        "table5_social_values": _stack_table(
-            stacks,
-            {
-                "SVS_prompt_output": "SVS_prompt_output",
-                "SVS_reasoning": "SVS_reasoning",
-                "SVS": "SVS",
-                "SVS_std": "SVS_std",
-            },
-        ),
+        "table5_social_values": _social_values_table(stacks),
         "table6_best_stacks": best_stacks(stats_tests, stats_groups),
         "table7_protocol_cost": _stack_table(
             stacks,
