@@ -18,7 +18,5 @@ p = snakemake.params
 corpus = load_value_corpus(snakemake.input.corpus[0] if snakemake.input.corpus else p.corpus)
 threshold = DEFAULT_THRESHOLD if p.threshold is None else p.threshold
 tagger = ValueTagger(corpus, load_minilm_embedder(), threshold=threshold)
-values = tag_runs(
-    pl.read_parquet(snakemake.input.runs), tagger, list(p.sensitivity_thresholds)
-)
+values = tag_runs(pl.read_parquet(snakemake.input.runs), tagger, list(p.sensitivity_thresholds))
 values.write_parquet(snakemake.output.values)
