@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from mastif.stats import significance_stars
+from mastif.stats import metric_runs, significance_stars
 
 FACTORS: tuple[str, ...] = ("model", "protocol", "framework")
 ALPHA = 0.05
@@ -114,10 +114,11 @@ def significant_pairs(
 
 
 def _groups(run_metrics: pl.DataFrame, metric: str, factor: str) -> dict[str, np.ndarray]:
-    """Non-null, finite per-run values of ``metric`` per level of ``factor`` (levels sorted)."""
+    """Non-null, finite per-run values of ``metric`` per level of ``factor`` (levels sorted),
+    over the runs the tests use (:func:`mastif.stats.metric_runs`: CT, V of completed runs)."""
     if metric not in run_metrics.columns or factor not in run_metrics.columns:
         return {}
-    df = run_metrics.select(pl.col(factor).cast(pl.String), pl.col(metric).cast(pl.Float64))
+    df = metric_runs(run_metrics, metric).select(pl.col(factor).cast(pl.String), pl.col(metric).cast(pl.Float64))
     df = df.drop_nulls().filter(pl.col(metric).is_finite())
     out: dict[str, np.ndarray] = {}
     for (level,), part in sorted(df.group_by(factor), key=lambda kv: str(kv[0][0])):
