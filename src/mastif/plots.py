@@ -118,7 +118,9 @@ def _groups(run_metrics: pl.DataFrame, metric: str, factor: str) -> dict[str, np
     over the runs the tests use (:func:`mastif.stats.metric_runs`: CT, V of completed runs)."""
     if metric not in run_metrics.columns or factor not in run_metrics.columns:
         return {}
-    df = metric_runs(run_metrics, metric).select(pl.col(factor).cast(pl.String), pl.col(metric).cast(pl.Float64))
+    df = metric_runs(run_metrics, metric).select(
+        pl.col(factor).cast(pl.String), pl.col(metric).cast(pl.Float64)
+    )
     df = df.drop_nulls().filter(pl.col(metric).is_finite())
     out: dict[str, np.ndarray] = {}
     for (level,), part in sorted(df.group_by(factor), key=lambda kv: str(kv[0][0])):

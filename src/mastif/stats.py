@@ -147,9 +147,11 @@ def _test_one(
     """Tests, groups and post-hoc rows for one (metric, factor)."""
     from scipy import stats as st
 
-    data = metric_runs(run_table, metric).select(
-        pl.col(factor).cast(pl.String), pl.col(metric).cast(pl.Float64).fill_nan(None)
-    ).drop_nulls()
+    data = (
+        metric_runs(run_table, metric)
+        .select(pl.col(factor).cast(pl.String), pl.col(metric).cast(pl.Float64).fill_nan(None))
+        .drop_nulls()
+    )
     levels = sorted(data[factor].unique().to_list())
     test: dict[str, Any] = {
         "metric": metric,
