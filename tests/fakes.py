@@ -75,7 +75,7 @@ class ScriptedChatServer:
                 for name, args in reply["tool_calls"]
             ]  # fmt: skip
             finish = "tool_calls"
-        return {
+        body: dict[str, Any] = {
             "id": "chatcmpl-test",
             "object": "chat.completion",
             "created": 0,
@@ -83,6 +83,11 @@ class ScriptedChatServer:
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
         }
+        if "usage" in reply:  # a provider's own usage, or None: a response without usage
+            body["usage"] = reply["usage"]
+            if reply["usage"] is None:
+                del body["usage"]
+        return body
 
     def __enter__(self) -> ScriptedChatServer:
         self._thread.start()

@@ -13,6 +13,7 @@ import pytest
 from mastif.providers import Endpoint, Gateway
 from mastif.providers.cache import ResponseCache
 from mastif.providers.gateway import AdaptiveLimit, parse_retry_after
+from mastif.trace import usage_totals
 from tests.fakes import ScriptedChatServer
 from tests.faultproxy import FaultProxy
 
@@ -157,3 +158,33 @@ def test_cache_replays_the_same_request_and_keeps_the_sandbox_origin_out(tmp_pat
     assert calls[0].completion_tokens == 7  # the usage the model reported when it answered
     assert (cache.hits, cache.misses) == (1, 2)
     assert len(list((tmp_path / "cache").rglob("*.json"))) == 2
+
+
+def test_a_response_without_usage_leaves_the_runs_tokens_unknown_not_zero():
+    replies = iter(
+        [
+            {"content": "counted"},  # usage 11 + 7 (the fake's default)
+            {"content": "no usage", "usage": None},  # the provider omitted usage
+            {"content": "half", "usage": {"prompt_tokens": 5}},  # no completion_tokens
+            {"content": "odd", "usage": {"prompt_tokens": "5", "completion_tokens": -1}},
+            {"status": 500},  # a failed call delivered nothing: adds 0, not unknown
+        ]
+    )
+    with ScriptedChatServer(lambda p: next(replies)) as srv:
+        with Gateway(endpoint(srv.base_url), retries=0) as gw:
+            gw.begin_run("r1")
+            for _ in range(5):
+                post(gw)
+            calls = gw.end_run("r1")
+    assert [(c.prompt_tokens, c.completion_tokens) for c in calls] == [
+        (11, 7),
+        (None, None),
+        (5, None),
+        (None, None),
+        (None, None),
+    ]
+    assert calls[4].http_status == 500
+    assert usage_totals(calls) == (None, None)
+    assert usage_totals([calls[0], calls[2]]) == (16, None)  # prompt known, completion not
+    assert usage_totals([calls[0], calls[4]]) == (11, 7)  # the failed call adds nothing
+    assert usage_totals([]) == (0, 0)  # no call, no tokens

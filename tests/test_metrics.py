@@ -63,7 +63,7 @@ def _run(
     model: str,
     status: str,
     wall: float,
-    tokens: int,
+    tokens: int | None,
     calls: list[ToolCall],
     cost: tuple[int, int, int, int, float] = NO_PROTOCOL,
     latencies: tuple[float, ...] = (),
@@ -283,15 +283,25 @@ def test_stack_metrics_hand_computed() -> None:
         "n_runs": 3,
         "n_judged": 2,
         "n_judge_failed": 1,
-        "n_run_errors": 1,
+        "n_ok": 2,
+        "n_timeout": 0,
+        "n_error": 1,
+        "timeout_share": 0.0,
+        "error_share": 1 / 3,
+        "n_usage_missing": 0,
         "TU_mean": 0.75,
         "TA_mean": 0.85,
         "TCR_mean": 0.75,  # (1.0 + 0.5) / 2: r3 (judge failed) excluded
         "TCR_std": math.sqrt(0.125),  # sample σ of {1.0, 0.5}
-        "CT_mean": 20.0,
-        "CT_std": 10.0,
-        "V_mean": 200.0,
-        "V_std": 100.0,
+        # CT and V over the completed r1 and r3 only; the errored r2 is counted, not averaged
+        "CT_mean": 20.0,  # (10 + 30) / 2
+        "CT_std": math.sqrt(200.0),  # sample σ of {10, 30}
+        "n_CT": 2,
+        # KM: r2 errored, never completes (in every risk set): S(10) = 2/3, S(30) = 1/3
+        "CT_km_median": 30.0,
+        "V_mean": 200.0,  # (100 + 300) / 2
+        "V_std": math.sqrt(20000.0),  # sample σ of {100, 300}
+        "n_V": 2,
         "n_tool_calls": 6,
         "TUSR": 0.5,  # pooled (2 + 1) / (2 + 4); the mean of per-run rates would be 0.625
         "TUSR_std": 0.75 / math.sqrt(2),  # σ of {1.0, 0.25}; r2 has no rate
@@ -304,14 +314,14 @@ def test_stack_metrics_hand_computed() -> None:
         "n_IVS_null": 0,
         "IVS_null_share": 0.0,
         "empty_value_set_share": 4 / 9,  # (1 + 3) / (4 + 5), r2's sets left out
-        "pareto_optimal": True,
+        "pareto_optimal": False,  # r2 errored: a stack with a failed run is not on the front
         # protocol cost: means over all 3 runs, the errored r2 included
         "protocol_messages": 10.0,  # (10 + 4 + 16) / 3
         "protocol_calls": 2.0,  # (2 + 0 + 4) / 3
         "protocol_kib": 4.0,  # (3072 + 512 + 8704) / 1024 / 3 = (3 + 0.5 + 8.5) / 3
         "protocol_s": 1.0,  # (0.5 + 0.25 + 2.25) / 3
         "model_s": 7.0,  # (3 + 3 + 15) / 3
-        "protocol_share": 0.05,  # 1.0 / CT_mean 20.0
+        "protocol_share": 0.05,  # 1.0 / mean wall time of all 3 runs (10 + 20 + 30) / 3
     }
     for k, v in expected_a.items():
         assert _close(a[k], v), (k, a[k], v)
@@ -322,7 +332,8 @@ def test_stack_metrics_hand_computed() -> None:
     assert _close(sens[0]["SVS"], 0.4) and _close(sens[0]["empty_value_set_share"], 1 / 9)
     assert _close(sens[1]["SVS"], 0.4) and _close(sens[1]["empty_value_set_share"], 7 / 9)
     b = _row(s, "model", "mB")
-    assert (b["n_runs"], b["n_judged"], b["n_judge_failed"], b["n_run_errors"]) == (1, 1, 0, 0)
+    assert (b["n_runs"], b["n_judged"], b["n_judge_failed"], b["n_ok"]) == (1, 1, 0, 1)
+    assert (b["CT_mean"], b["CT_km_median"], b["n_CT"], b["n_V"]) == (5.0, 5.0, 1, 1)
     # one run: σ undefined
     assert (b["TCR_std"], b["CT_std"], b["V_std"], b["TUSR_std"], b["SVS_std"]) == (None,) * 5
     assert (b["TCR_mean"], b["TUSR"], b["n_tool_calls"], b["pareto_optimal"]) == (0.3, 0.0, 1, True)
@@ -333,8 +344,17 @@ def test_stack_metrics_hand_computed() -> None:
     assert b["empty_value_set_share"] == 0.0 and b["SVS_sensitivity"] is None  # none recorded
     c = _row(s, "model", "mC")
     # no calls at all: TUSR null; IVS all null: SVS null; same TCR as B but slower and wordier
-    assert (c["TUSR"], c["n_tool_calls"], c["SVS"], c["n_run_errors"]) == (None, 0, None, 1)
-    # its only run timed out: no answered run, so the shares are unknown, not 0
+    assert (c["TUSR"], c["n_tool_calls"], c["SVS"], c["n_timeout"]) == (None, 0, None, 1)
+    # its only run timed out: no completed run to average, no KM median (< half completed)
+    assert (c["CT_mean"], c["V_mean"], c["n_CT"], c["n_V"], c["CT_km_median"]) == (
+        None,
+        None,
+        0,
+        0,
+        None,
+    )
+    assert (c["timeout_share"], c["error_share"]) == (1.0, 0.0)
+        # its only run timed out: no answered run, so the shares are unknown, not 0
     assert (c["n_no_final_answer"], c["n_IVS_null"], c["IVS_null_share"]) == (1, 0, None)
     assert c["empty_value_set_share"] is None and c["SVS_sensitivity"] is None
     assert c["pareto_optimal"] is False
@@ -380,6 +400,7 @@ def test_equation_functions() -> None:
     df = pl.DataFrame(
         {
             "TCR": [1.0, None, 0.3],
+            "status": ["ok", "ok", "timeout"],
             "CT": [1.0, 2.0, 6.0],
             "V": [10, 20, 60],
             "n_tool_ok": [0, 3, 0],
@@ -394,10 +415,108 @@ def test_equation_functions() -> None:
         tusr().alias("tusr"),
         svs().alias("svs"),
     ).row(0, named=True)
-    assert _close(out["tcr"], 0.65) and out["ct"] == 3.0 and out["v"] == 30.0
+    # CT and V over the two completed runs: (1 + 2) / 2 and (10 + 20) / 2; the timeout is out
+    assert _close(out["tcr"], 0.65) and out["ct"] == 1.5 and out["v"] == 15.0
     assert out["tusr"] == 0.75 and _close(out["svs"], 0.3)
     no_calls = df.filter(pl.col("n_tool_calls") == 0).select(tusr()).item()
     assert no_calls is None
+
+
+@pytest.mark.parametrize(
+    ("runs", "median"),
+    [
+        # the brief's case: S(10) = 2/3, S(20) = 1/3 -> 20 s (a mean would be 43.3 s)
+        ([(10.0, "ok"), (20.0, "ok"), (100.0, "timeout")], 20.0),
+        # a timeout can only raise it: the 10 s run timed out instead -> S(20) = 2/3, S(30) = 1/3
+        ([(20.0, "ok"), (30.0, "ok"), (10.0, "ok")], 20.0),
+        ([(20.0, "ok"), (30.0, "ok"), (100.0, "timeout")], 30.0),
+        # exactly half completed: S(20) = 2/4 = 0.5 reaches the median
+        ([(10.0, "ok"), (20.0, "ok"), (100.0, "timeout"), (100.0, "timeout")], 20.0),
+        # fewer than half completed: S stays at 2/3 > 0.5 -> unknown, never the budget
+        ([(10.0, "ok"), (100.0, "timeout"), (100.0, "timeout")], None),
+        # a timeout before a completion is censored there: S(10) = 3/4, then 3 at risk at 20
+        # minus the censored one = 2 at risk: S(20) = 3/4 * 1/2 = 3/8 -> 20 s
+        ([(10.0, "ok"), (15.0, "timeout"), (20.0, "ok"), (30.0, "ok")], 20.0),
+        # an error never completes (at risk throughout): S(10) = 4/5, S(20) = 3/5, S(30) = 2/5
+        # -> 30 s; left out, or censored at its 5 s, it would be 20 s (S(20) = 2/4)
+        ([(5.0, "error"), (10.0, "ok"), (20.0, "ok"), (30.0, "ok"), (40.0, "ok")], 30.0),
+        ([(10.0, "timeout")], None),
+        ([], None),
+    ],
+)
+def test_km_median_time_hand_computed(runs: list[tuple[float, str]], median: float | None):
+    from mastif.metrics import km_median_time
+
+    times, statuses = [t for t, _ in runs], [s for _, s in runs]
+    assert _close(km_median_time(times, statuses), median)
+
+
+def _stack_of(model: str, runs: list[tuple[str, float, int | None, float]]) -> pl.DataFrame:
+    """Run metrics of one stack from (status, wall seconds, completion tokens, TCR)."""
+    traces = [
+        _run(f"{model}{i}", model, status, wall, tokens, [])  # type: ignore[arg-type]
+        for i, (status, wall, tokens, _) in enumerate(runs)
+    ]
+    judged = _judged(
+        [(f"{model}{i}", model, "ok", 0.7, 0.7, tcr_) for i, (*_, tcr_) in enumerate(runs)]
+    )
+    values = pl.DataFrame(
+        {"run_id": judged["run_id"], "IVS": None, "IVS_prompt_output": None, "IVS_reasoning": None}
+    )
+    return run_metrics(pl.from_arrow(runs_to_table(traces)), judged, values)  # type: ignore[arg-type]
+
+
+def test_a_stack_fast_only_because_it_timed_out_is_not_on_the_front() -> None:
+    # slow: both runs complete in 50 s with 500 tokens. cut: one run completes in 10 s with 100
+    # tokens, the other timed out at 100 s after 20 tokens. Over all runs cut's V (60) beats
+    # slow's; over completed runs cut (10 s, 100 tokens) would dominate slow outright.
+    table = pl.concat(
+        [
+            _stack_of("slow", [("ok", 50.0, 500, 0.7), ("ok", 50.0, 500, 0.7)]),
+            _stack_of("cut", [("ok", 10.0, 100, 0.7), ("timeout", 100.0, 20, 0.7)]),
+        ]
+    )
+    s = stack_metrics(table)
+    cut, slow = _row(s, "model", "cut"), _row(s, "model", "slow")
+    assert (cut["CT_mean"], cut["V_mean"], cut["n_CT"], cut["n_V"]) == (10.0, 100.0, 1, 1)
+    assert (cut["n_ok"], cut["n_timeout"], cut["timeout_share"]) == (1, 1, 0.5)
+    assert cut["CT_km_median"] == 10.0  # S(10) = 1/2: half completed
+    assert cut["pareto_optimal"] is False
+    assert slow["pareto_optimal"] is True  # not dominated by the ineligible cut
+    # without the eligibility rule the same numbers would put cut on the front, slow off it
+    assert pareto_front(s).to_list() == [True, False]  # sorted by model: cut, slow
+
+
+def test_missing_usage_is_null_v_and_cost_and_counted() -> None:
+    table = run_metrics(
+        pl.from_arrow(
+            runs_to_table(
+                [
+                    _run("u1", "m", "ok", 10.0, 100, []),
+                    _run("u2", "m", "ok", 20.0, None, []),  # type: ignore[arg-type]
+                    _run("u3", "m", "timeout", 30.0, None, []),  # type: ignore[arg-type]
+                ]
+            )
+        ),  # type: ignore[arg-type]
+        _judged([(r, "m", "ok", 0.7, 0.7, 0.7) for r in ("u1", "u2", "u3")]),
+        pl.DataFrame(
+            {
+                "run_id": ["u1", "u2", "u3"],
+                "IVS": None,
+                "IVS_prompt_output": None,
+                "IVS_reasoning": None,
+            }
+        ),
+        prices={"m": {"input_per_mtok": 1.0, "output_per_mtok": 2.0}},
+    ).sort("run_id")
+    assert table["V"].to_list() == [100, None, None]
+    assert table["cost_usd"].to_list() == [(999 * 1.0 + 100 * 2.0) / 1e6, None, None]
+    s = stack_metrics(table).row(0, named=True)
+    assert s["n_usage_missing"] == 2  # runs of any status whose V is unknown
+    assert (s["V_mean"], s["n_V"], s["V_std"]) == (100.0, 1, None)  # u2 left out, not 0
+    assert (s["CT_mean"], s["n_CT"]) == (15.0, 2)  # its time is known: u1 and u2
+    assert s["cost_usd_mean"] == table["cost_usd"][0]  # over the runs whose cost is known
+    assert s["cost_usd_total"] is None  # a sum with two unknown summands is unknown
 
 
 def test_protocol_cost_functions() -> None:

@@ -166,3 +166,26 @@ def test_reruns_are_byte_identical(
     first = plots.plot_violins(run_metrics, posthoc, "TCR", tmp_path / "a")
     second = plots.plot_violins(run_metrics, posthoc, "TCR", tmp_path / "b")
     assert [p.read_bytes() for p in first] == [p.read_bytes() for p in second]
+
+
+def test_pareto_marks_stacks_with_failed_runs(
+    stacks: pl.DataFrame, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with_failures = stacks.with_columns(
+        timeout_share=pl.Series([0.0, 0.5, 0.0, None]),
+        error_share=pl.Series([0.0, 0.25, 0.0, 0.0]),
+        pareto_optimal=pl.Series([True, False, True, False]),
+    )
+    shares = with_failures.select(plots.failed_share(with_failures)).to_series().to_list()
+    assert shares == [0.0, 0.75, 0.0, None]  # 0.5 timed out + 0.25 errored; unknown stays so
+    older = stacks.with_columns(plots.failed_share(stacks).alias("f"))["f"].to_list()
+    assert older == [None] * 4  # a table without the shares: unknown, not 0
+    stem = tmp_path / "pareto_failures"
+    check_written(plots.plot_pareto(with_failures, stem), stem)
+    drawn: list = []
+    monkeypatch.setattr(plots, "save_figure", lambda fig, stem: drawn.append(fig) or [])
+    plots.plot_pareto(with_failures, stem)
+    ax = drawn[0].axes[0]
+    assert [t.get_text() for t in ax.texts if "failed" in t.get_text()] == ["75% failed"]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "had timed-out/errored runs (share shown): never Pareto-optimal" in legend

@@ -246,3 +246,19 @@ def test_zero_range_group_is_not_shown_normal(normal: dict[str, np.ndarray]) -> 
     assert (gamma["shapiro_W"], gamma["shapiro_p"], gamma["std"]) == (None, None, 0.0)
     assert out["tests"]["test"].item() == "kruskal"
     assert out["tests"]["statistic"].item() == pytest.approx(st.kruskal(*data.values()).statistic)
+
+
+def test_ct_and_v_are_tested_over_completed_runs_only(skewed: dict[str, np.ndarray]) -> None:
+    # timed-out runs at a 0.001 s "wall time" and 1 token would rank best; they must not enter
+    ok = _table(skewed).with_columns(status=pl.lit("ok"), V=pl.col("CT"), TCR=pl.col("CT"))
+    cut = ok.head(20).with_columns(
+        status=pl.lit("timeout"), CT=pl.lit(0.001), V=pl.lit(1.0), TCR=pl.lit(0.0)
+    )
+    out = test_factors(pl.concat([ok, cut]), metrics=["CT", "V", "TCR"], factors=["model"])
+    expected = st.kruskal(*skewed.values()).statistic
+    for metric in ("CT", "V"):
+        t = _one(out, "tests", metric, "model").row(0, named=True)
+        assert t["statistic"] == pytest.approx(expected)
+        assert _one(out, "groups", metric, "model")["n"].to_list() == [40, 40, 40]
+    # other metrics keep every run: TCR has the 20 timed-out runs in level alpha
+    assert _one(out, "groups", "TCR", "model")["n"].to_list() == [60, 40, 40]

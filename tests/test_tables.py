@@ -42,15 +42,23 @@ def stacks() -> pl.DataFrame:
             "n_runs": [3, 3, 3, 3],
             "n_judged": [3, 2, 3, 3],
             "n_judge_failed": [0, 1, 0, 0],
-            "n_run_errors": [0, 0, 0, 0],
+            "n_ok": [3, 3, 1, 3],
+            "n_timeout": [0, 0, 1, 0],
+            "n_error": [0, 0, 1, 0],
+            "timeout_share": [0.0, 0.0, 1 / 3, 0.0],
+            "error_share": [0.0, 0.0, 1 / 3, 0.0],
+            "n_usage_missing": [0, 0, 0, 1],
             "TU_mean": [0.9, 0.8, 0.91, 0.95],
             "TA_mean": [0.95, 0.85, 0.969, 0.97],
             "TCR_mean": [0.7, 0.5, 2 / 3, 0.8],
             "TCR_std": [0.1, None, 0.186, 0.2],
             "CT_mean": [12.34, 9.96, 20.8, 15.0],
-            "CT_std": [1.0, 0.5, 13.3, 2.0],
+            "CT_std": [1.0, 0.5, None, 2.0],
+            "n_CT": [3, 3, 1, 3],
+            "CT_km_median": [12.0, 9.5, None, 14.25],
             "V_mean": [800.0, 700.0, 912.44, 650.0],
-            "V_std": [50.0, 40.0, 273.6, 30.0],
+            "V_std": [50.0, 40.0, None, 30.0],
+            "n_V": [3, 3, 1, 2],
             "n_tool_calls": [4, 0, 0, 6],
             "TUSR": [0.75, None, None, 0.5],
             "TUSR_std": [0.2, None, None, 0.3],
@@ -168,16 +176,31 @@ def test_table_names_and_rows(tables: dict[str, pl.DataFrame]) -> None:
         "TCR_std",
         "n_judged",
         "n_judge_failed",
+        "timeout_share",
+        "error_share",
     ]
     assert tables["table3_efficiency"].columns == [
         "Stack",
         "CT",
         "CT_std",
+        "n_CT",
+        "CT_km_median",
         "V",
         "V_std",
+        "n_V",
+        "n_usage_missing",
+        "timeout_share",
+        "error_share",
         "pareto_optimal",
     ]
-    assert tables["table4_tool_use"].columns == ["Stack", "TUSR", "TUSR_std", "n_tool_calls"]
+    assert tables["table4_tool_use"].columns == [
+        "Stack",
+        "TUSR",
+        "TUSR_std",
+        "n_tool_calls",
+        "timeout_share",
+        "error_share",
+    ]
     assert tables["table5_social_values"].columns == [
         "Stack",
         "SVS_prompt_output",
@@ -225,19 +248,62 @@ def test_markdown_format(tables: dict[str, pl.DataFrame]) -> None:
     md = report.to_markdown(tables["table2_task_completion"], report.CAPTIONS[NAMES[0]])
     lines = md.splitlines()
     assert lines[0].startswith("Table 2.") and lines[1] == ""
-    assert lines[3] == "| --- | --- | --- | --- | --- | --- |"
+    assert lines[3] == "|" + " --- |" * 8
     rows = md_rows(md)
-    assert rows[0] == ["Stack", "TU", "TA", "TCR (σ)", "n judged", "n judge failed"]
-    assert rows[2] == ["m1, standard, crewai", "0.910", "0.969", "0.667 (0.186)", "3", "0"]
-    assert rows[3][3] == "0.500 (—)" and rows[3][5] == "1"
+    assert rows[0] == [
+        "Stack",
+        "TU",
+        "TA",
+        "TCR (σ)",
+        "n judged",
+        "n judge failed",
+        "timed out",
+        "errored",
+    ]
+    assert rows[2] == [
+        "m1, standard, crewai",
+        "0.910",
+        "0.969",
+        "0.667 (0.186)",
+        "3",
+        "0",
+        "0.333",
+        "0.333",
+    ]
+    assert rows[3][3] == "0.500 (—)" and rows[3][5] == "1" and rows[3][6:] == ["0.000"] * 2
 
     rows = md_rows(report.to_markdown(tables["table3_efficiency"], "cap"))
-    assert rows[0] == ["Stack", "CT (σ) [s]", "V (σ) [tokens]", "Pareto-optimal"]
-    assert rows[2] == ["m1, standard, crewai", "20.8 (13.3)", "912.4 (273.6)", "no"]
+    assert rows[0] == [
+        "Stack",
+        "CT (σ) [s]",
+        "n CT",
+        "CT KM median [s]",
+        "V (σ) [tokens]",
+        "n V",
+        "n usage missing",
+        "timed out",
+        "errored",
+        "Pareto-optimal",
+    ]
+    # one completed run of three: its CT and V, σ undefined; KM median unknown (< half done)
+    assert rows[2] == [
+        "m1, standard, crewai",
+        "20.8 (—)",
+        "1",
+        "—",
+        "912.4 (—)",
+        "1",
+        "0",
+        "0.333",
+        "0.333",
+        "no",
+    ]
+    assert rows[4][1:7] == ["15.0 (2.0)", "3", "14.2", "650.0 (30.0)", "2", "1"]
 
     rows = md_rows(report.to_markdown(tables["table4_tool_use"], "cap"))
-    assert rows[2] == ["m1, standard, crewai", "—", "0"]  # no tool calls: listed, not hidden
-    assert rows[5] == ["m2, standard, langgraph", "0.750 (0.200)", "4"]
+    # no tool calls: listed, not hidden
+    assert rows[2] == ["m1, standard, crewai", "—", "0", "0.333", "0.333"]
+    assert rows[5] == ["m2, standard, langgraph", "0.750 (0.200)", "4", "0.000", "0.000"]
 
     rows = md_rows(report.to_markdown(tables["table5_social_values"], "cap"))
     assert rows[0] == [

@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from mastif.stats import significance_stars
+from mastif.stats import metric_runs, significance_stars
 
 FACTORS: tuple[str, ...] = ("model", "protocol", "framework")
 ALPHA = 0.05
@@ -114,10 +114,13 @@ def significant_pairs(
 
 
 def _groups(run_metrics: pl.DataFrame, metric: str, factor: str) -> dict[str, np.ndarray]:
-    """Non-null, finite per-run values of ``metric`` per level of ``factor`` (levels sorted)."""
+    """Non-null, finite per-run values of ``metric`` per level of ``factor`` (levels sorted),
+    over the runs the tests use (:func:`mastif.stats.metric_runs`: CT, V of completed runs)."""
     if metric not in run_metrics.columns or factor not in run_metrics.columns:
         return {}
-    df = run_metrics.select(pl.col(factor).cast(pl.String), pl.col(metric).cast(pl.Float64))
+    df = metric_runs(run_metrics, metric).select(
+        pl.col(factor).cast(pl.String), pl.col(metric).cast(pl.Float64)
+    )
     df = df.drop_nulls().filter(pl.col(metric).is_finite())
     out: dict[str, np.ndarray] = {}
     for (level,), part in sorted(df.group_by(factor), key=lambda kv: str(kv[0][0])):
@@ -225,14 +228,27 @@ def _marker_key(label: str, **style: object) -> Line2D:
     return Line2D([], [], linestyle="", label=label, **style)  # type: ignore[arg-type]
 
 
+def failed_share(stacks: pl.DataFrame) -> pl.Expr:
+    """Per stack: the share of its runs that timed out or errored (timeout_share +
+    error_share); null when the table does not say (older stacks tables)."""
+    if {"timeout_share", "error_share"} <= set(stacks.columns):
+        return (pl.col("timeout_share") + pl.col("error_share")).cast(pl.Float64)
+    return pl.lit(None, dtype=pl.Float64)
+
+
 def plot_pareto(stacks: pl.DataFrame, out_stem: Path) -> list[Path]:
-    """Efficiency profile E = (TCR, CT, V) of Eq. 4: each stack at (CT_mean, V_mean), coloured
-    by TCR_mean; Pareto-optimal stacks are starred, numbered, and named in a key below.
+    """Efficiency profile E = (TCR, CT, V) of Eq. 4: each stack at (CT_mean, V_mean) of its
+    completed runs, coloured by TCR_mean; Pareto-optimal stacks are starred, numbered, and
+    named in a key below.
 
     One scatter with colour keeps all three dimensions in a single view (a 2-panel layout
     would hide the CT–V trade-off). Frontier stacks often sit close together, so the plot
     carries short numbers and the key the full "model, protocol, framework" labels. A stack
-    with unknown TCR (all judgements failed) is drawn hollow grey rather than dropped.
+    with unknown TCR (all judgements failed) is drawn hollow grey rather than dropped. A
+    stack with timed-out or errored runs is drawn as a red-edged diamond labelled with its
+    failure share: it is never on the front (``metrics.stack_metrics``), since its
+    completed-run means leave out what went wrong. A stack without a completed run has no
+    CT/V point and is counted in the title.
     """
     cmap = mpl.colormaps["viridis"]
     norm = Normalize(vmin=0.0, vmax=1.0)
@@ -252,6 +268,7 @@ def plot_pareto(stacks: pl.DataFrame, out_stem: Path) -> list[Path]:
             "V_mean",
             "TCR_mean",
             optimal.alias("optimal"),
+            failed_share(stacks).alias("failed"),
         )
         .filter(pl.col("CT_mean").is_not_null() & pl.col("V_mean").is_not_null())
         .sort("optimal", "CT_mean", "V_mean")  # frontier drawn last (on top), numbered by CT
@@ -259,7 +276,7 @@ def plot_pareto(stacks: pl.DataFrame, out_stem: Path) -> list[Path]:
     if df.height == 0:
         _no_data(ax)
     key: list[Line2D] = []
-    for model, protocol, framework, ct, v, tcr, is_optimal in df.iter_rows():
+    for model, protocol, framework, ct, v, tcr, is_optimal, failed in df.iter_rows():
         style: dict[str, object] = (
             {"marker": "*", "s": 280, "linewidths": 0.9, "zorder": 3}
             if is_optimal
@@ -270,6 +287,17 @@ def plot_pareto(stacks: pl.DataFrame, out_stem: Path) -> list[Path]:
             if tcr is None
             else {"color": cmap(norm(tcr)), "edgecolors": "black"}
         )
+        if failed:  # timed-out or errored runs: not eligible for the front
+            style = {"marker": "D", "s": 70, "linewidths": 1.6, "zorder": 2}
+            colour = {**colour, "edgecolors": "tab:red"}
+            ax.annotate(
+                f"{failed:.0%} failed",
+                (ct, v),
+                fontsize=7,
+                color="tab:red",
+                xytext=(6, -10),
+                textcoords="offset points",
+            )
         ax.scatter(ct, v, **style, **colour)  # type: ignore[arg-type]
         if is_optimal:
             number = str(len(key) + 1)
@@ -292,19 +320,26 @@ def plot_pareto(stacks: pl.DataFrame, out_stem: Path) -> list[Path]:
                 )
             )
     fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=ax, label="TCR (mean)")
-    ax.set_xlabel("CT, mean convergence time (seconds)")
-    ax.set_ylabel("V, mean verbosity (tokens)")
+    ax.set_xlabel("CT, mean convergence time of completed runs (seconds)")
+    ax.set_ylabel("V, mean verbosity of completed runs (tokens)")
     ax.grid(alpha=0.3)
     ax.legend(
         handles=[
             _marker_key(
-                "Pareto-optimal (max TCR, min CT, min V)",
+                "Pareto-optimal (max TCR, min CT, min V) among stacks whose runs all completed",
                 marker="*",
                 markersize=12,
                 color="0.6",
                 markeredgecolor="black",
             ),
             _marker_key("dominated", marker="o", color="0.6"),
+            _marker_key(
+                "had timed-out/errored runs (share shown): never Pareto-optimal",
+                marker="D",
+                color="0.6",
+                markeredgecolor="tab:red",
+                markeredgewidth=1.6,
+            ),
             _marker_key("TCR unknown", marker="o", markerfacecolor="none", markeredgecolor="0.5"),
         ],
         fontsize=8,
@@ -320,7 +355,7 @@ def plot_pareto(stacks: pl.DataFrame, out_stem: Path) -> list[Path]:
             title_fontsize=9,
         )
     skipped = stacks.height - df.height
-    note = f"\n({skipped} stack(s) without CT/V not shown)" if skipped else ""
+    note = f"\n({skipped} stack(s) without a completed run or known V not shown)" if skipped else ""
     ax.set_title(f"Efficiency profile E = (TCR, CT, V) of technology stacks{note}", fontsize=11)
     return save_figure(fig, out_stem)
 

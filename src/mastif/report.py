@@ -48,17 +48,29 @@ CAPTIONS: dict[str, str] = {
     "table2_task_completion": (
         "Table 2. Mean task understanding (TU), task adherence (TA) and task completion rate "
         "(TCR, σ in parentheses) per technology stack, scored by the judge model with the "
-        "rubric; failed judgements are excluded from the means and counted in n judge failed."
+        "rubric; failed judgements are excluded from the means and counted in n judge failed. "
+        "Runs of every status are judged and averaged (a timed-out or errored run is scored "
+        "on what it delivered); timed out / errored = share of the stack's runs that hit the "
+        "run's time limit / ended in an error."
     ),
     "table3_efficiency": (
         "Table 3. Mean convergence time CT per task in seconds and mean verbosity V per task in "
-        "tokens (σ in parentheses) per technology stack; Pareto-optimal = efficiency profile "
-        "E = (TCR, CT, V) not dominated by another stack."
+        "tokens (σ in parentheses) per technology stack, over completed runs only (n CT, n V "
+        "runs; V also leaves out runs whose API usage is unknown, n usage missing, counted "
+        "over all runs): a timed-out or errored run is cut short, so it is counted in timed "
+        "out / errored (shares of all runs) instead of averaged. CT KM median = Kaplan-Meier "
+        "median time to completion over all runs, timed-out runs right-censored at their wall "
+        f"time and errored runs never completing; {DASH} when fewer than half of the runs "
+        "completed. Pareto-optimal = efficiency profile E = (TCR, CT, V) not dominated by "
+        "another stack, among stacks all of whose runs completed: a stack with a timed-out or "
+        "errored run is never Pareto-optimal and dominates no other stack."
     ),
     "table4_tool_use": (
         "Table 4. Tool use success rate TUSR (pooled over the stack's tool calls; σ of the "
         "per-run rate in parentheses) per technology stack. Stacks that made no tool call are "
-        f"listed with {DASH} (the paper omitted them; they are kept so nothing is hidden)."
+        f"listed with {DASH} (the paper omitted them; they are kept so nothing is hidden). "
+        "Tool calls of runs of every status count; timed out / errored = share of the "
+        "stack's runs that hit the run's time limit / ended in an error."
     ),
     "table5_social_values": (
         "Table 5. Social value stability between prompt and final answer (SVS_P,o), across "
@@ -73,7 +85,9 @@ CAPTIONS: dict[str, str] = {
     "table6_best_stacks": (
         "Table 6. Best-performing level of model, protocol and framework per metric by mean "
         "rank (higher better for TCR, TUSR, IVS; lower for CT, V), with the test behind it; "
-        "(n.s.) = not significant at α = 0.05, (only level) = a factor with one level, untested."
+        "(n.s.) = not significant at α = 0.05, (only level) = a factor with one level, untested. "
+        "CT and V are ranked over completed runs only, as in Table 3; the other metrics over "
+        "all runs."
     ),
     "table7_protocol_cost": (
         "Table 7. Protocol cost per stack: messages, tool calls or agent messages over the "
@@ -118,9 +132,22 @@ HEADERS: dict[str, str] = {
     "success_rate": "success rate",
     "judge_accuracy": "judge accuracy",
     "judge_kappa": "Cohen's κ",
+    "timeout_share": "timed out",
+    "error_share": "errored",
+    "CT_km_median": "CT KM median",
 }
-UNITS: dict[str, str] = {"CT": "s", "V": "tokens", "protocol_s": "s", "model_s": "s"}
-ONE_DECIMAL: frozenset[str] = frozenset({"CT", "V", "messages", "calls", "KiB", "model_s"})
+UNITS: dict[str, str] = {
+    "CT": "s",
+    "CT_km_median": "s",
+    "V": "tokens",
+    "protocol_s": "s",
+    "model_s": "s",
+}
+ONE_DECIMAL: frozenset[str] = frozenset(
+    {"CT", "CT_km_median", "V", "messages", "calls", "KiB", "model_s"}
+)
+#: beside every mean of a stack table: the shares of its runs that timed out / errored
+FAILURE_SHARES: dict[str, str] = {"timeout_share": "timeout_share", "error_share": "error_share"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -330,6 +357,7 @@ def paper_tables(
                 "TCR_std": "TCR_std",
                 "n_judged": "n_judged",
                 "n_judge_failed": "n_judge_failed",
+                **FAILURE_SHARES,
             },
         ),
         "table3_efficiency": _stack_table(
@@ -337,13 +365,24 @@ def paper_tables(
             {
                 "CT_mean": "CT",
                 "CT_std": "CT_std",
+                "n_CT": "n_CT",
+                "CT_km_median": "CT_km_median",
                 "V_mean": "V",
                 "V_std": "V_std",
+                "n_V": "n_V",
+                "n_usage_missing": "n_usage_missing",
+                **FAILURE_SHARES,
                 "pareto_optimal": "pareto_optimal",
             },
         ),
         "table4_tool_use": _stack_table(
-            stacks, {"TUSR": "TUSR", "TUSR_std": "TUSR_std", "n_tool_calls": "n_tool_calls"}
+            stacks,
+            {
+                "TUSR": "TUSR",
+                "TUSR_std": "TUSR_std",
+                "n_tool_calls": "n_tool_calls",
+                **FAILURE_SHARES,
+            },
         ),
         "table5_social_values": _social_values_table(stacks),
         "table6_best_stacks": best_stacks(stats_tests, stats_groups),

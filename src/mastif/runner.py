@@ -46,7 +46,7 @@ from mastif.provenance import check_framework, collect_provenance
 from mastif.providers import Gateway, open_endpoint
 from mastif.providers.cache import ResponseCache
 from mastif.tasks import Task
-from mastif.trace import RunTrace
+from mastif.trace import RunTrace, usage_totals
 from mastif.webenv import WebEnvironment, open_web_environment
 from mastif.workflow import WorkflowPlan, plan_workflow
 
@@ -247,8 +247,8 @@ async def _run_task(
         node_outputs=recorder.node_outputs,
         tool_calls=recorder.tool_calls,
         llm_calls=calls,
-        prompt_tokens=sum(c.prompt_tokens or 0 for c in calls),
-        completion_tokens=sum(c.completion_tokens or 0 for c in calls),
+        prompt_tokens=usage_totals(calls)[0],
+        completion_tokens=usage_totals(calls)[1],
         n_llm_calls=len(calls),
         wall_seconds=wall,
         started_at=started_at,
@@ -325,7 +325,7 @@ class Progress:
             self.bar.set_postfix(failed=self.failures, refresh=False)
         self.bar.update(1)
         log.info(
-            "run %s task=%s repeat=%d status=%s %.1fs tokens=%d+%d tools=%d success=%s",
+            "run %s task=%s repeat=%d status=%s %.1fs tokens=%s+%s tools=%d success=%s",
             trace.run_id, trace.task_id, trace.repeat, trace.status, trace.wall_seconds,
             trace.prompt_tokens, trace.completion_tokens, len(trace.tool_calls), trace.success,
         )  # fmt: skip

@@ -36,6 +36,20 @@ HIGHER_IS_BETTER: dict[str, bool] = {
     "IVS": True,
 }
 
+#: metrics measured on completed runs only (status ok), as their stack means CT_mean, V_mean
+#: and SVS are: a timed-out or errored run's time and tokens were cut short, and it has no
+#: final answer whose values IVS could compare (mastif.values)
+COMPLETED_ONLY: frozenset[str] = frozenset({"CT", "V", "IVS"})
+
+
+def metric_runs(run_table: pl.DataFrame, metric: str) -> pl.DataFrame:
+    """The runs whose ``metric`` enters the tests and the violins: the completed ones for
+    :data:`COMPLETED_ONLY` metrics, else all (nulls are dropped later, per metric)."""
+    if metric in COMPLETED_ONLY and "status" in run_table.columns:
+        return run_table.filter(pl.col("status") == "ok")
+    return run_table
+
+
 TESTS_SCHEMA: dict[str, pl.DataType] = {
     "metric": pl.String(),
     "factor": pl.String(),
@@ -134,9 +148,11 @@ def _test_one(
     """Tests, groups and post-hoc rows for one (metric, factor)."""
     from scipy import stats as st
 
-    data = run_table.select(
-        pl.col(factor).cast(pl.String), pl.col(metric).cast(pl.Float64).fill_nan(None)
-    ).drop_nulls()
+    data = (
+        metric_runs(run_table, metric)
+        .select(pl.col(factor).cast(pl.String), pl.col(metric).cast(pl.Float64).fill_nan(None))
+        .drop_nulls()
+    )
     levels = sorted(data[factor].unique().to_list())
     test: dict[str, Any] = {
         "metric": metric,
@@ -219,7 +235,8 @@ def test_factors(
     """Shapiro-Wilk → ANOVA or Kruskal-Wallis → Dunn for every (metric, factor).
 
     Returns {"tests", "groups", "posthoc"} with the fixed schemas of docs/data.md. Nulls
-    of a metric are dropped per metric (e.g. judge-failed TCR, TUSR of runs without calls).
+    of a metric are dropped per metric (e.g. judge-failed TCR, TUSR of runs without calls);
+    CT and V are tested over completed runs only (:func:`metric_runs`).
     ``p_adjust`` is passed to ``scikit_posthocs.posthoc_dunn`` (None: unadjusted).
     """
     tests: list[dict[str, Any]] = []

@@ -162,6 +162,22 @@ class RunTrace:
         return cls(**row)
 
 
+def usage_totals(calls: list[LLMCall]) -> tuple[int | None, int | None]:
+    """(prompt, completion) tokens of a run: API usage summed over its LLM calls.
+
+    Unknown stays unknown: when any answered call (HTTP 200) lacks a count, the run's total
+    of that kind is None, never a sum that silently treats the gap as 0. A failed call (no
+    answer after retries) delivered no message to the agent and adds 0.
+    """
+    answered = [c for c in calls if c.http_status == 200]
+    prompt = [c.prompt_tokens for c in answered]
+    completion = [c.completion_tokens for c in answered]
+    return (
+        None if None in prompt else sum(prompt),  # type: ignore[arg-type]
+        None if None in completion else sum(completion),  # type: ignore[arg-type]
+    )
+
+
 NODE_OUTPUT_TYPE = pa.struct(
     [
         ("node", pa.string()),

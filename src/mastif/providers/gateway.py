@@ -4,7 +4,8 @@ Every framework is pointed at ``{gateway}/r/{run_id}/{node}/v1``. The gateway
 
 * attributes each call to its run and workflow node (from the URL path; a scripted
   endpoint is told the node in the ``X-Mastif-Node`` header),
-* records usage (from the upstream API's ``usage``), latency (clock) and outcome per call,
+* records usage (from the upstream API's ``usage``; a count it lacks is None, never 0),
+  latency (clock) and outcome per call,
   identically for every framework,
 * normalises server quirks (llama.cpp answers 500 to an assistant message that carries
   ``tool_calls`` with ``content`` null or absent; frameworks send exactly that),
@@ -279,8 +280,8 @@ class Gateway:
         if status == 200:
             try:
                 usage = json.loads(body).get("usage") or {}
-                prompt_tokens = usage.get("prompt_tokens")
-                completion_tokens = usage.get("completion_tokens")
+                prompt_tokens = usage_count(usage, "prompt_tokens")
+                completion_tokens = usage_count(usage, "completion_tokens")
             except (json.JSONDecodeError, AttributeError):
                 error = "upstream body is not JSON"
             if error is None and cached is None and key is not None and self.cache is not None:
@@ -406,6 +407,18 @@ class Gateway:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def usage_count(usage: Any, key: str) -> int | None:
+    """A token count from a response's ``usage``; None when it is absent or not a count.
+
+    A provider that omits usage (or one of its counts) leaves the count unknown, never 0, so
+    the run's tokens, V and cost become null rather than understated (``trace.usage_totals``).
+    """
+    value = usage.get(key) if isinstance(usage, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
 
 
 def _snippet(body: bytes, n: int = 300) -> str:
