@@ -21,6 +21,15 @@ import polars as pl
 
 STACK_KEYS: tuple[str, str, str] = ("model", "protocol", "framework")
 
+#: CT decomposed (mastif's, not in the seed paper; :mod:`mastif.timing`): per run the
+#: run's parts of wall_seconds, per stack their means over runs of every status (like CT's
+#: cost columns) and the stack's total of calls answered from the response cache
+TIME_PARTS = ("wall_model_s", "wall_queue_s", "wall_tools_s", "wall_protocol_s", "wall_harness_s")
+TIME_PARTS_SCHEMA: dict[str, pl.DataType] = {
+    **{c: pl.Float64() for c in TIME_PARTS},
+    "n_cached_calls": pl.Int64(),
+}
+
 RUN_METRICS_SCHEMA: dict[str, pl.DataType] = {
     "run_id": pl.String(),
     "model": pl.String(),
@@ -51,6 +60,7 @@ RUN_METRICS_SCHEMA: dict[str, pl.DataType] = {
     "judge_success": pl.Boolean(),
     "prompt_tokens": pl.Int64(),
     "cost_usd": pl.Float64(),
+    **TIME_PARTS_SCHEMA,
 }
 
 STACK_METRICS_SCHEMA: dict[str, pl.DataType] = {
@@ -89,6 +99,7 @@ STACK_METRICS_SCHEMA: dict[str, pl.DataType] = {
     "judge_kappa": pl.Float64(),
     "cost_usd_mean": pl.Float64(),
     "cost_usd_total": pl.Float64(),
+    **TIME_PARTS_SCHEMA,
 }
 
 JUDGE_FAILED = "judge_failed"
@@ -163,6 +174,15 @@ def model_seconds(col: str = "llm_calls") -> pl.Expr:
     """
     latencies = pl.col(col).list.eval(pl.element().struct.field("latency_s"))
     return latencies.list.sum().fill_null(0.0).cast(pl.Float64)
+
+
+def time_parts(runs: pl.DataFrame) -> pl.DataFrame:
+    """The runs' decomposition of wall_seconds (``TIME_PARTS``, ``n_cached_calls``) as
+    recorded; null for runs (tables) without one, never 0."""
+    return runs.select(
+        (pl.col(c) if c in runs.columns else pl.lit(None)).cast(t).alias(c)
+        for c, t in TIME_PARTS_SCHEMA.items()
+    )
 
 
 def protocol_share(protocol: str = "protocol_s", wall: str = "CT") -> pl.Expr:
@@ -329,6 +349,7 @@ def run_metrics(
         pl.col("prompt_tokens").cast(pl.Int64),
     )
     base = base.with_columns(*price_columns(base["model"], prices))
+    base = base.hstack(time_parts(runs))
     scores = judged.select(
         "run_id",
         "judge_status",
@@ -455,6 +476,11 @@ def stack_metrics(run_table: pl.DataFrame) -> pl.DataFrame:
             ),
             pl.col("model_s").mean().alias("model_s"),
             protocol_share().alias("protocol_share"),
+            *(pl.col(c).mean().alias(c) for c in TIME_PARTS),
+            # null, not 0, when no run recorded it
+            pl.when(pl.col("n_cached_calls").count() > 0)
+            .then(pl.col("n_cached_calls").sum())
+            .alias("n_cached_calls"),
             pl.col("cost_usd").mean().alias("cost_usd_mean"),
             # null, not 0, when no run of the stack has a price
             pl.when(pl.col("cost_usd").count() > 0)
