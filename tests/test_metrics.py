@@ -11,6 +11,7 @@ import pytest
 from mastif.metrics import (
     RUN_METRICS_SCHEMA,
     STACK_METRICS_SCHEMA,
+    TIME_PARTS,
     ct,
     empty_value_set_share,
     model_seconds,
@@ -636,3 +637,28 @@ def test_price_is_validated_and_does_not_shape_runs(base_config) -> None:
     bad["models"]["smollm2"]["price"] = {"input_per_mtok": -1, "output_per_mtok": 0}
     with pytest.raises(ConfigError, match="models.smollm2.price.input_per_mtok"):
         parse_config(bad)
+
+
+def test_stack_time_parts_sum_to_ct_mean_over_completed_runs() -> None:
+    # two completed runs (10 s = 6 model + 1 queue + 2 tools + 0 protocol + 1 harness;
+    # 20 s = 12 + 0 + 4 + 1 + 3) and a timeout at 100 s that is all model time: the parts'
+    # means are over the completed runs, as CT_mean is, so they sum to CT_mean = 15 s
+    traces = [
+        _run("c1", "m", "ok", 10.0, 10, []),
+        _run("c2", "m", "ok", 20.0, 10, []),
+        _run("t1", "m", "timeout", 100.0, 10, []),
+    ]
+    parts = {"c1": (6.0, 1.0, 2.0, 0.0, 1.0), "c2": (12.0, 0.0, 4.0, 1.0, 3.0),
+             "t1": (100.0, 0.0, 0.0, 0.0, 0.0)}  # fmt: skip
+    for trace in traces:
+        (trace.wall_model_s, trace.wall_queue_s, trace.wall_tools_s, trace.wall_protocol_s,
+         trace.wall_harness_s) = parts[trace.run_id]  # fmt: skip
+    judged = _judged([(t.run_id, "m", "ok", 0.7, 0.7, 0.7) for t in traces])
+    values = pl.DataFrame(
+        {"run_id": judged["run_id"], "IVS": None, "IVS_prompt_output": None, "IVS_reasoning": None}
+    )
+    s = stack_metrics(run_metrics(pl.from_arrow(runs_to_table(traces)), judged, values))
+    row = s.row(0, named=True)
+    assert row["CT_mean"] == 15.0
+    assert [row[c] for c in TIME_PARTS] == [9.0, 0.5, 3.0, 0.5, 2.0]
+    assert sum(row[c] for c in TIME_PARTS) == row["CT_mean"]

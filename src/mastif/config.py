@@ -138,13 +138,24 @@ class TaskSpec(_Frozen):
     seed: int
 
 
+#: seconds a framework's model client waits beyond ``generation.request_timeout_s``, so the
+#: gateway's own 504 (a recorded call) reaches it before its client gives up
+CLIENT_TIMEOUT_MARGIN_S = 5.0
+
+
 class GenerationSpec(_Frozen):
     temperature: float
     max_tokens: int
     max_steps: int
     max_tool_rounds: int
-    timeout_s: float
+    timeout_s: float  # the run's budget
+    request_timeout_s: float  # one model call, as a framework makes it (the gateway bounds it)
     seed: int
+
+    @property
+    def client_timeout_s(self) -> float:
+        """The frameworks' model clients' timeout: the gateway answers first."""
+        return self.request_timeout_s + CLIENT_TIMEOUT_MARGIN_S
 
 
 class NodeSpec(_Frozen):

@@ -23,6 +23,15 @@ from mastif.values import SENSITIVITY
 
 STACK_KEYS: tuple[str, str, str] = ("model", "protocol", "framework")
 
+#: CT decomposed (mastif's, not in the seed paper; :mod:`mastif.timing`): per run the
+#: run's parts of wall_seconds, per stack their means over runs of every status (like CT's
+#: cost columns) and the stack's total of calls answered from the response cache
+TIME_PARTS = ("wall_model_s", "wall_queue_s", "wall_tools_s", "wall_protocol_s", "wall_harness_s")
+TIME_PARTS_SCHEMA: dict[str, pl.DataType] = {
+    **{c: pl.Float64() for c in TIME_PARTS},
+    "n_cached_calls": pl.Int64(),
+}
+
 RUN_METRICS_SCHEMA: dict[str, pl.DataType] = {
     "run_id": pl.String(),
     "model": pl.String(),
@@ -57,6 +66,7 @@ RUN_METRICS_SCHEMA: dict[str, pl.DataType] = {
     "judge_success": pl.Boolean(),
     "prompt_tokens": pl.Int64(),
     "cost_usd": pl.Float64(),
+    **TIME_PARTS_SCHEMA,
 }
 
 STACK_METRICS_SCHEMA: dict[str, pl.DataType] = {
@@ -112,14 +122,12 @@ STACK_METRICS_SCHEMA: dict[str, pl.DataType] = {
     "judge_kappa": pl.Float64(),
     "cost_usd_mean": pl.Float64(),
     "cost_usd_total": pl.Float64(),
+    **TIME_PARTS_SCHEMA,
 }
 
 JUDGE_FAILED = "judge_failed"
 #: run status of a run that finished without a timeout or an error (the others: "timeout",
 #: "error"); only these runs' CT and V are means of the paper's Eq. 2 and 3
-COMPLETED = "ok"
-
-#: the status of a run that returned its answer (mastif.trace.RunStatus)
 COMPLETED = "ok"
 
 #: the judge counts a run as completed when its TCR mark is at least "mostly achieved"
@@ -254,6 +262,15 @@ def model_seconds(col: str = "llm_calls") -> pl.Expr:
     """
     latencies = pl.col(col).list.eval(pl.element().struct.field("latency_s"))
     return latencies.list.sum().fill_null(0.0).cast(pl.Float64)
+
+
+def time_parts(runs: pl.DataFrame) -> pl.DataFrame:
+    """The runs' decomposition of wall_seconds (``TIME_PARTS``, ``n_cached_calls``) as
+    recorded; null for runs (tables) without one, never 0."""
+    return runs.select(
+        (pl.col(c) if c in runs.columns else pl.lit(None)).cast(t).alias(c)
+        for c, t in TIME_PARTS_SCHEMA.items()
+    )
 
 
 def protocol_share(protocol: str = "protocol_s", wall: str = "CT") -> pl.Expr:
@@ -422,6 +439,7 @@ def run_metrics(
         pl.col("prompt_tokens").cast(pl.Int64),
     )
     base = base.with_columns(*price_columns(base["model"], prices))
+    base = base.hstack(time_parts(runs))
     scores = judged.select(
         "run_id",
         "judge_status",
@@ -631,6 +649,12 @@ def stack_metrics(run_table: pl.DataFrame) -> pl.DataFrame:
             ),
             pl.col("model_s").mean().alias("model_s"),
             protocol_share().alias("protocol_share"),
+            # over the completed runs, like CT_mean, so the parts sum to CT_mean
+            *(pl.col(c).filter(completed()).mean().alias(c) for c in TIME_PARTS),
+            # null, not 0, when no run recorded it
+            pl.when(pl.col("n_cached_calls").count() > 0)
+            .then(pl.col("n_cached_calls").sum())
+            .alias("n_cached_calls"),
             pl.col("cost_usd").mean().alias("cost_usd_mean"),
             # null, not 0 or a partial sum, when any run's cost is unknown (no price, or
             # unknown usage): a total with a gap in it is not the total

@@ -46,6 +46,7 @@ from mastif.provenance import check_framework, collect_provenance
 from mastif.providers import Gateway, open_endpoint
 from mastif.providers.cache import ResponseCache
 from mastif.tasks import Task
+from mastif.timing import decompose
 from mastif.trace import RunTrace, usage_totals
 from mastif.webenv import WebEnvironment, open_web_environment
 from mastif.workflow import WorkflowPlan, plan_workflow
@@ -206,9 +207,10 @@ async def _run_task(
         http=http,
     )
     started_at = datetime.now(UTC)
-    gateway.begin_run(run_id)
+    # one origin for the run's wall clock, its model calls and its tool calls
+    t0 = recorder.origin = time.perf_counter()
+    gateway.begin_run(run_id, started=t0)
     protocol.attach(run_id, ctx)
-    t0 = time.perf_counter()
     status, error_class, error_message, final = "ok", None, None, ""
     try:
         if protocol.agents is not None:  # the task goes to the orchestrator agent over A2A
@@ -224,10 +226,12 @@ async def _run_task(
     finally:
         await ctx.cancel_delegated()  # agents' work for a run that ended must not go on
     wall = time.perf_counter() - t0
+    in_flight = gateway.in_flight(run_id)  # calls the run's end cut short still count
     state = await asyncio.to_thread(web.end_run, run_id)
     success, check_detail = check_run(task, final or "", state)
     cost = protocol.detach(run_id, ctx.a2a_wait_s if protocol.agents is not None else None)
     calls = gateway.end_run(run_id)
+    split = decompose(wall, calls, list(recorder.tool_calls), cost.seconds, in_flight)
     spec = config.models[stack.model]
     return RunTrace(
         run_id=run_id,
@@ -251,6 +255,7 @@ async def _run_task(
         completion_tokens=usage_totals(calls)[1],
         n_llm_calls=len(calls),
         wall_seconds=wall,
+        **split.columns(),
         started_at=started_at,
         provider=spec.provider,
         served_model=spec.model,
@@ -258,6 +263,8 @@ async def _run_task(
         max_tokens=gen.max_tokens,
         max_steps=gen.max_steps,
         max_tool_rounds=gen.max_tool_rounds,
+        request_timeout_s=gen.request_timeout_s,
+        timeout_s=gen.timeout_s,
         generation_seed=gen.seed,
         sampling_seed=config.tasks.seed,
         repeat=unit.repeat,
@@ -451,6 +458,7 @@ def execute_stack(
                     retries=config.execution.provider_retries,
                     request_timeout_s=spec.options.request_timeout_s,
                     cache=cache,
+                    call_timeout_s=config.generation.request_timeout_s,
                 ) as gateway:
                     run_all = _run_all(config, stack, todo, plan, gateway, checkpoint,
                                        progress, framework, versions)  # fmt: skip

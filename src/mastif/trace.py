@@ -39,6 +39,9 @@ class ToolCall:
     output: str
     error: str | None
     duration_s: float | None  # None: not recorded (imported logs only)
+    # seconds since the run started when the tool began (its end minus duration_s); None:
+    # not recorded (imported logs, rows written before mastif recorded it)
+    started_s: float | None = None
 
 
 @dataclass
@@ -53,6 +56,13 @@ class LLMCall:
     attempts: int
     # answered from the response cache: no model call was made, latency is the lookup's
     cached: bool = False
+    # latency_s split by the gateway (None: not recorded, rows of earlier versions):
+    # upstream_s in HTTP requests to the endpoint (every attempt, failed ones too; 0 when
+    # cached), queue_s waiting for a slot of the adaptive connection limit, backoff_s
+    # sleeping between retries; the rest of latency_s is the gateway's own handling
+    upstream_s: float | None = None
+    queue_s: float | None = None
+    backoff_s: float | None = None
 
 
 @dataclass
@@ -79,6 +89,16 @@ class RunTrace:
     completion_tokens: int | None = 0
     n_llm_calls: int | None = 0  # None: the run's LLM calls were not recorded (imported)
     wall_seconds: float = 0.0
+    # wall_seconds decomposed (mastif.timing.decompose): the five parts sum to wall_seconds;
+    # where parts overlap in time (concurrent calls, tools beside a model call) each second
+    # is counted once, in the order model > queue > tools > protocol > harness. None: not
+    # decomposed (imported runs, rows of earlier versions)
+    wall_model_s: float | None = None  # upstream model requests of non-cached calls
+    wall_queue_s: float | None = None  # waiting for a connection slot or a retry's back-off
+    wall_tools_s: float | None = None  # tool calls' own duration
+    wall_protocol_s: float | None = None  # protocol_seconds, as far as the rest of wall holds it
+    wall_harness_s: float | None = None  # the rest: framework, orchestration, gateway, mastif
+    n_cached_calls: int | None = None  # LLM calls answered from the response cache
     started_at: datetime | None = None
     provider: str = ""
     served_model: str = ""
@@ -87,6 +107,10 @@ class RunTrace:
     max_tokens: int | None = 0
     max_steps: int | None = 0
     max_tool_rounds: int | None = 0
+    # one model request's limit as the framework makes it (generation.request_timeout_s);
+    # None: not recorded (imported runs, rows of earlier versions)
+    request_timeout_s: float | None = None
+    timeout_s: float | None = None  # the run's budget (generation.timeout_s); None: as above
     generation_seed: int | None = 0  # the seed this run's requests carried (config seed + repeat)
     sampling_seed: int | None = 0
     repeat: int = 0  # 0 .. repeats-1: the how-manieth run of this task in this stack
@@ -196,6 +220,7 @@ TOOL_CALL_TYPE = pa.struct(
         ("output", pa.string()),
         ("error", pa.string()),
         ("duration_s", pa.float64()),
+        ("started_s", pa.float64()),
     ]
 )
 LLM_CALL_TYPE = pa.struct(
@@ -209,6 +234,9 @@ LLM_CALL_TYPE = pa.struct(
         ("error", pa.string()),
         ("attempts", pa.int32()),
         ("cached", pa.bool_()),
+        ("upstream_s", pa.float64()),
+        ("queue_s", pa.float64()),
+        ("backoff_s", pa.float64()),
     ]
 )
 
@@ -235,6 +263,12 @@ RUN_SCHEMA = pa.schema(
         ("completion_tokens", pa.int64()),
         ("n_llm_calls", pa.int64()),
         ("wall_seconds", pa.float64()),
+        ("wall_model_s", pa.float64()),
+        ("wall_queue_s", pa.float64()),
+        ("wall_tools_s", pa.float64()),
+        ("wall_protocol_s", pa.float64()),
+        ("wall_harness_s", pa.float64()),
+        ("n_cached_calls", pa.int64()),
         ("started_at", pa.timestamp("us", tz="UTC")),
         ("provider", pa.string()),
         ("served_model", pa.string()),
@@ -242,6 +276,8 @@ RUN_SCHEMA = pa.schema(
         ("max_tokens", pa.int64()),
         ("max_steps", pa.int64()),
         ("max_tool_rounds", pa.int64()),
+        ("request_timeout_s", pa.float64()),
+        ("timeout_s", pa.float64()),
         ("generation_seed", pa.int64()),
         ("sampling_seed", pa.int64()),
         ("repeat", pa.int64()),

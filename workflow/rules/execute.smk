@@ -19,6 +19,9 @@ rule execute_stack:
     retries: config["execution"]["job_retries"]
     resources:
         llm_calls=1,
+        # CT is measured here: the job holds all of timing_lock (profiles/default), so no
+        # judge, embedding or other model job shares the CPUs with its runs
+        timing_lock=2,
     params:
         model_spec=get_model_spec,
         generation=config["generation"],

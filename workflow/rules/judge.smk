@@ -12,6 +12,8 @@ rule judge_runs:
     retries: config["execution"]["job_retries"]
     resources:
         llm_calls=1,
+        # half of timing_lock: never beside an execute_stack job (whose CT it would slow)
+        timing_lock=1,
     params:
         judge_model=config["judge"]["model"],
         judge_model_spec=get_judge_model_spec(),

@@ -6,6 +6,10 @@ rule tag_values:
         values="results/values/{model}/{protocol}/{framework}.parquet",
     log:
         "logs/tag_values/{model}/{protocol}/{framework}.log",
+    threads: 1
+    resources:
+        # half of timing_lock: never beside an execute_stack job (whose CT it would slow)
+        timing_lock=1,
     params:
         corpus=config["values"]["corpus"],
         threshold=config["values"]["threshold"],

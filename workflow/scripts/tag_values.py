@@ -5,6 +5,11 @@ from mastif.logsetup import log_to
 log_to(snakemake.log[0])
 
 import polars as pl
+import torch
+
+# torch uses every core by default: keep the embedding to the job's threads, so it does
+# not take more of the machine than the scheduler gave it
+torch.set_num_threads(snakemake.threads)
 
 from mastif.values import (
     DEFAULT_THRESHOLD,

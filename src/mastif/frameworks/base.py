@@ -41,6 +41,8 @@ class RunRecorder:
 
     node_outputs: list[NodeOutput] = field(default_factory=list)
     tool_calls: list[ToolCall] = field(default_factory=list)
+    #: ``time.perf_counter()`` when the run started: tool calls' ``started_s`` count from it
+    origin: float = field(default_factory=time.perf_counter)
     #: the issue number of each entry of ``tool_calls`` (ascending)
     _issued: list[int] = field(default_factory=list, repr=False)
     _next: int = field(default=0, repr=False)
@@ -73,6 +75,8 @@ class RunRecorder:
             output=result.output,
             error=result.error,
             duration_s=result.duration_s,
+            # recorded as it ends: it began its own duration ago
+            started_s=time.perf_counter() - result.duration_s - self.origin,
         )
         number = self.issue() if issued is None else issued
         at = bisect.bisect(self._issued, number)

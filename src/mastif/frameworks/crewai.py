@@ -247,7 +247,7 @@ def gateway_llm(ctx: RunContext, visit: _Visit, bridge: _Bridge) -> GatewayLLM:
         temperature=g.temperature,
         max_tokens=g.max_tokens,
         seed=g.seed,
-        timeout=g.timeout_s,
+        timeout=g.client_timeout_s,  # the gateway bounds the call (request_timeout_s)
         max_retries=0,  # the gateway retries; a second layer would hide calls
         stream=False,
     )

@@ -63,7 +63,7 @@ def chat_model(ctx: RunContext, node: str) -> ChatOpenAI:
         temperature=g.temperature,
         max_tokens=g.max_tokens,
         seed=g.seed,
-        timeout=g.timeout_s,
+        timeout=g.client_timeout_s,  # the gateway bounds the call (request_timeout_s)
         max_retries=0,  # the gateway retries; a second layer would hide calls
         http_client=ctx.http.sync if ctx.http else None,
         http_async_client=ctx.http.async_ if ctx.http else None,

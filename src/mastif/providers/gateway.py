@@ -15,7 +15,12 @@ Every framework is pointed at ``{gateway}/r/{run_id}/{node}/v1``. The gateway
 * limits concurrent upstream requests per endpoint, adaptively: the limit halves on a 429
   (and all requests pause for its ``Retry-After``), then grows back by one after as many
   successes in a row as the limit (AIMD),
-* answers from the opt-in response cache when the same request was answered before.
+* answers from the opt-in response cache when the same request was answered before,
+* splits each call's latency into upstream time, queueing for a slot of the limit and
+  back-off between retries (:class:`CallClock`), for :func:`mastif.timing.decompose`,
+* bounds each call (queue, attempts and back-off together) by ``call_timeout_s``
+  (``generation.request_timeout_s``), answering 504 with a recorded error when it is over;
+  ``request_timeout_s`` (``models.<id>.options.request_timeout_s``) bounds one attempt.
 
 It runs uvicorn in a daemon thread with its own event loop, so a framework that blocks its
 own thread cannot starve it.
@@ -31,6 +36,7 @@ import time
 from collections import defaultdict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -45,6 +51,7 @@ from mastif.providers.cache import ResponseCache
 from mastif.providers.endpoint import Endpoint
 from mastif.providers.local import free_port
 from mastif.providers.scripted import NODE_HEADER
+from mastif.timing import InFlight
 from mastif.trace import LLMCall
 
 #: a 429's Retry-After longer than this is capped (a run has its own total timeout)
@@ -53,6 +60,36 @@ MAX_RETRY_AFTER_S = 120.0
 #: are waited out, errors are not
 THROTTLE_RETRIES = 8
 RETRY_STATUSES = frozenset({408, 409, 425, 429})
+
+
+@dataclass(eq=False)  # by identity: a run's calls in flight are a set of them
+class CallClock:
+    """Where one call's time went so far; ``phase`` is running since ``since``."""
+
+    started: float  # perf_counter at the call's arrival
+    attempts: int = 0
+    upstream_s: float = 0.0
+    queue_s: float = 0.0
+    backoff_s: float = 0.0
+    phase: str | None = None  # "upstream" | "queue" | "backoff" while one runs
+    since: float = 0.0
+
+    def enter(self, phase: str) -> None:
+        self.phase, self.since = phase, time.perf_counter()
+
+    def leave(self) -> None:
+        if self.phase is not None:
+            name = f"{self.phase}_s"
+            setattr(self, name, getattr(self, name) + time.perf_counter() - self.since)
+            self.phase = None
+
+    def so_far(self, run_t0: float) -> InFlight:
+        """Its parts up to now, the running phase included (for a run that ends now)."""
+        parts = {"upstream_s": self.upstream_s, "queue_s": self.queue_s,
+                 "backoff_s": self.backoff_s}  # fmt: skip
+        if self.phase is not None:
+            parts[f"{self.phase}_s"] += time.perf_counter() - self.since
+        return InFlight(started_s=self.started - run_t0, **parts)
 
 
 class UpstreamError(Exception):
@@ -181,10 +218,15 @@ class Gateway:
         retries: int = 2,
         request_timeout_s: float = 300.0,
         cache: ResponseCache | None = None,
+        call_timeout_s: float | None = None,
     ):
+        """``request_timeout_s``: one HTTP attempt to the endpoint (retried when over);
+        ``call_timeout_s``: one call from a framework, all its queueing, attempts and
+        back-off together (None: no bound but the attempts')."""
         self.endpoint = endpoint
         self.retries = retries
         self.request_timeout_s = request_timeout_s
+        self.call_timeout_s = call_timeout_s
         self.cache = cache
         #: strings that differ between executions of the same run (the sandbox's loopback
         #: origin) -> stable stand-ins, so the cache key and the cached answer do not
@@ -195,6 +237,8 @@ class Gateway:
         self.port = 0
         self._calls: dict[str, list[LLMCall]] = defaultdict(list)
         self._run_started: dict[str, float] = {}
+        #: calls of each run still in the gateway
+        self._in_flight: dict[str, set[CallClock]] = defaultdict(set)
         self._lock = threading.Lock()
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -204,14 +248,25 @@ class Gateway:
     def base_url_for(self, run_id: str, node: str) -> str:
         return f"http://127.0.0.1:{self.port}/r/{run_id}/{node}/v1"
 
-    def begin_run(self, run_id: str) -> None:
+    def begin_run(self, run_id: str, started: float | None = None) -> None:
+        """``started``: the run's ``time.perf_counter()`` origin (default: now)."""
         with self._lock:
             self._calls.pop(run_id, None)
-            self._run_started[run_id] = time.perf_counter()
+            self._in_flight.pop(run_id, None)
+            self._run_started[run_id] = time.perf_counter() if started is None else started
+
+    def in_flight(self, run_id: str) -> list[InFlight]:
+        """The run's calls still in the gateway (a run that timed out), their parts so far;
+        call it before :meth:`end_run`."""
+        with self._lock:
+            run_t0 = self._run_started.get(run_id)
+            clocks = list(self._in_flight.get(run_id, ()))
+        return [] if run_t0 is None else [c.so_far(run_t0) for c in clocks]
 
     def end_run(self, run_id: str) -> list[LLMCall]:
         with self._lock:
             self._run_started.pop(run_id, None)
+            self._in_flight.pop(run_id, None)
             return self._calls.pop(run_id, [])
 
     # -- the ASGI app --------------------------------------------------------------------
@@ -269,12 +324,18 @@ class Gateway:
         payload["model"] = self.endpoint.model
         key = self._cache_key(payload) if self.cache is not None else None
         cached = self.cache.get(key) if key is not None and self.cache is not None else None
-        attempts = 0
+        clock = CallClock(started=t0)
         status, body, error = 502, b"", None
         if cached is not None:
             status, body = 200, self._restore(cached)
         else:
-            status, body, error, attempts = await self._call_upstream(payload, node)
+            with self._lock:
+                self._in_flight[run_id].add(clock)
+            try:
+                status, body, error = await self._bounded_call(payload, node, clock)
+            finally:
+                with self._lock:
+                    self._in_flight.get(run_id, set()).discard(clock)
         latency = time.perf_counter() - t0
         prompt_tokens = completion_tokens = None
         if status == 200:
@@ -296,8 +357,11 @@ class Gateway:
             completion_tokens=completion_tokens,
             http_status=status,
             error=error,
-            attempts=attempts,
+            attempts=clock.attempts,
             cached=cached is not None,
+            upstream_s=clock.upstream_s,
+            queue_s=clock.queue_s,
+            backoff_s=clock.backoff_s,
         )
         with self._lock:
             # a run that already ended (timed out) keeps nothing: its row is written
@@ -305,11 +369,33 @@ class Gateway:
                 self._calls[run_id].append(call)
         return Response(body, status_code=status, media_type="application/json")
 
+    async def _bounded_call(
+        self, payload: dict[str, Any], node: str, clock: CallClock
+    ) -> tuple[int, bytes, str | None]:
+        """:meth:`_call_upstream` within ``call_timeout_s``: over it, a 504 with the error."""
+        try:
+            return await asyncio.wait_for(
+                self._call_upstream(payload, node, clock), self.call_timeout_s
+            )
+        except TimeoutError:
+            clock.leave()  # the phase the limit cut short still counts
+            error = f"request exceeded request_timeout_s={self.call_timeout_s}"
+            body = json.dumps({"error": {"message": error, "type": "request_timeout"}})
+            return 504, body.encode(), error
+
     async def _call_upstream(
-        self, payload: dict[str, Any], node: str
-    ) -> tuple[int, bytes, str | None, int]:
-        """(status, body, error, attempts) after retries; never raises for upstream faults."""
-        attempts = throttles = 0
+        self, payload: dict[str, Any], node: str, clock: CallClock
+    ) -> tuple[int, bytes, str | None]:
+        """(status, body, error) after retries; never raises for upstream faults.
+        ``clock`` gets the attempts and where the time went."""
+        throttles = 0
+
+        async def sleep(seconds: float) -> None:
+            clock.enter("backoff")
+            try:
+                await asyncio.sleep(seconds)
+            finally:
+                clock.leave()
 
         def wait(state: RetryCallState) -> float:
             exc = state.outcome.exception() if state.outcome else None
@@ -326,32 +412,43 @@ class Gateway:
                 wait=wait,
                 retry=retry_if_exception_type((httpx.TransportError, UpstreamError)),
                 reraise=True,
+                sleep=sleep,
             ):
                 with attempt:
-                    attempts += 1
+                    clock.attempts += 1
                     try:
-                        status, body = await self._forward(payload, node)
+                        status, body = await self._forward(payload, node, clock)
                     except UpstreamError as exc:
                         if exc.status == 429:
                             throttles += 1
                         raise
-            return status, body, None, attempts
+            return status, body, None
         except UpstreamError as exc:
-            return exc.status, exc.body, f"upstream {exc.status}: {_snippet(exc.body)}", attempts
+            return exc.status, exc.body, f"upstream {exc.status}: {_snippet(exc.body)}"
         except httpx.TransportError as exc:
             error = f"{type(exc).__name__}: {exc}"
             body = json.dumps({"error": {"message": error, "type": "upstream_unreachable"}})
-            return 502, body.encode(), error, attempts
+            return 502, body.encode(), error
 
-    async def _forward(self, payload: dict[str, Any], node: str) -> tuple[int, bytes]:
+    async def _forward(
+        self, payload: dict[str, Any], node: str, clock: CallClock
+    ) -> tuple[int, bytes]:
         assert self._client is not None and self.limit is not None
-        await self.limit.acquire()
+        clock.enter("queue")
+        try:
+            await self.limit.acquire()
+        finally:
+            clock.leave()
         outcome, retry_after = "error", None
         try:
             self.upstream_requests += 1
             # a scripted model (providers/scripted.py) answers by node; no one else is told
             headers = {NODE_HEADER: node} if self.endpoint.provider == "scripted" else None
-            r = await self._client.post("/chat/completions", json=payload, headers=headers)
+            clock.enter("upstream")
+            try:
+                r = await self._client.post("/chat/completions", json=payload, headers=headers)
+            finally:
+                clock.leave()
             if r.status_code == 429:
                 outcome = "throttled"
                 retry_after = parse_retry_after(r.headers.get("retry-after"))

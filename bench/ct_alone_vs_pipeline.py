@@ -1,0 +1,136 @@
+"""CT of one stack measured alone vs inside a full pipeline run (issue 16 item 4).
+
+A stack's CT (paper Eq. 2) must not depend on what the scheduler ran beside it. This script
+reads the stack's runs from a finished pipeline run (``<directory>/results/runs/...``), runs
+the same stack on the same sampled tasks (``results/tasks.parquet``) again, alone, in this
+process (mastif.runner.execute_stack, what the ``execute_stack`` job runs; no response
+cache, so every call reaches the model), and prints both CTs, per task and as means, their
+ratio, and each mean's decomposition (model / queue / tools / protocol / harness).
+
+The lead's figure, on the default profile (profiles/default: ``timing_lock`` keeps judge,
+embedding and other model jobs off the CPUs while a stack runs):
+
+    .venv/bin/snakemake --profile profiles/default          # the full default pipeline
+    .venv/bin/python bench/ct_alone_vs_pipeline.py --stack smollm2/standard/langgraph
+
+with nothing else running on the machine for the alone part. The smoke-test check, on the
+scripted model (`.test/`, seconds):
+
+    .venv/bin/snakemake --cores 2 --directory .test --configfile .test/config.yaml \\
+        results/runs/scripted/standard/langgraph.parquet
+    .venv/bin/python bench/ct_alone_vs_pipeline.py --directory .test \\
+        --configfile .test/config.yaml
+
+Exit status 1 when the two means differ by more than ``--tolerance`` (default 15%).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import yaml
+
+from mastif.config import Stack, parse_config
+from mastif.runner import execute_stack
+from mastif.tasks import tasks_from_frame
+
+PARTS = ("wall_model_s", "wall_queue_s", "wall_tools_s", "wall_protocol_s", "wall_harness_s")
+
+
+def merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """``override`` deep-merged into ``base``, as Snakemake merges --configfile files."""
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_config(directory: Path, configfiles: list[Path]) -> dict[str, Any]:
+    cfg = yaml.safe_load((directory / "config" / "config.yaml").read_text())
+    for path in configfiles:
+        cfg = merged(cfg, yaml.safe_load(path.read_text()) or {})
+    # every call must reach the model: a replayed answer takes ~0 s
+    cfg.setdefault("execution", {})["response_cache"] = None
+    return cfg
+
+
+def describe(label: str, runs: pl.DataFrame) -> float:
+    ct = runs["wall_seconds"].mean()
+    statuses = dict(runs.group_by("status").len().iter_rows())
+    parts = "  ".join(
+        f"{p.removeprefix('wall_').removesuffix('_s')} {runs[p].mean():.2f}"
+        for p in PARTS
+        if p in runs.columns and runs[p].null_count() < runs.height
+    )
+    print(f"{label:<9} CT {ct:8.2f} s over {runs.height} runs {statuses}   {parts}")
+    return float(ct)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--directory",
+        type=Path,
+        default=Path("."),
+        help="the pipeline's working directory (its results/ and config/)",
+    )
+    ap.add_argument(
+        "--configfile",
+        type=Path,
+        action="append",
+        default=[],
+        help="the --configfile(s) the pipeline ran with",
+    )
+    ap.add_argument("--stack", help="model/protocol/framework (default: the config's first)")
+    ap.add_argument("--tolerance", type=float, default=0.15)
+    args = ap.parse_args(argv)  # fmt: skip
+
+    configfiles = [p.resolve() for p in args.configfile]
+    directory = args.directory.resolve()
+    os.chdir(directory)  # paths in the config are relative to the pipeline's directory
+    os.environ.setdefault("MASTIF_RESOURCES", str(directory / "resources"))
+    config = parse_config(load_config(directory, configfiles), base_dir=directory)
+    stack = Stack(*args.stack.split("/")) if args.stack else config.stacks()[0]
+    piped = pl.read_parquet(directory / "results" / "runs" / f"{stack.path}.parquet")
+    tasks = tasks_from_frame(pl.read_parquet(directory / "results" / "tasks.parquet"))
+
+    with tempfile.TemporaryDirectory(prefix="ct-alone-") as tmp:
+        traces = execute_stack(
+            config, stack, tasks, Path(tmp) / "ckpt.jsonl", Path(tmp) / "server.log", directory
+        )
+    alone = pl.DataFrame([
+        {"task_id": t.task_id, "repeat": t.repeat, "status": t.status,
+         "wall_seconds": t.wall_seconds, **{p: getattr(t, p) for p in PARTS}}
+        for t in traces
+    ])  # fmt: skip
+    print(f"stack {stack.path}: {len(traces)} runs alone, {piped.height} in the pipeline")
+    pairs = piped.select("task_id", "repeat", pl.col("wall_seconds").alias("pipeline")).join(
+        alone.select("task_id", "repeat", pl.col("wall_seconds").alias("alone")),
+        on=["task_id", "repeat"],
+    )
+    for task_id, repeat, p, a in pairs.iter_rows():
+        print(f"  task {task_id} repeat {repeat}: pipeline {p:.2f} s, alone {a:.2f} s, "
+              f"ratio {a / p if p else float('nan'):.3f}")  # fmt: skip
+    ct_pipeline = describe("pipeline", piped)
+    ct_alone = describe("alone", alone)
+    ratio = ct_alone / ct_pipeline if ct_pipeline else float("nan")
+    per_task = [a / p for *_, p, a in pairs.iter_rows() if p]
+    print(f"CT alone / CT in the pipeline = {ratio:.3f}"
+          f" (median per task {statistics.median(per_task) if per_task else float('nan'):.3f})")  # fmt: skip
+    within = abs(ratio - 1.0) <= args.tolerance
+    print(f"within {args.tolerance:.0%}: {'yes' if within else 'NO'}")
+    return 0 if within else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
