@@ -129,6 +129,17 @@ def get_model_spec(wildcards):
     return {k: v for k, v in config["models"][wildcards.model].items() if k != "price"}
 
 
+def get_prompt_format(wildcards):
+    """Whether the stack's prompts are wrapped in its protocol's message format."""
+    return EXPERIMENT.prompt_format_for(wildcards.protocol) is not None
+
+
+def get_stack_execution():
+    """The execution keys a stack job reads that shape its runs (progress only draws)."""
+    keys = ("concurrency", "provider_retries", "response_cache")
+    return {k: config["execution"][k] for k in keys}
+
+
 def get_model_prices():
     """Model id -> price per million tokens (or None), for the cost columns."""
     return {mid: spec.get("price") for mid, spec in config["models"].items()}
