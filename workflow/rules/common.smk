@@ -146,7 +146,9 @@ def get_model_prices():
 
 
 def get_judge_model_spec():
-    return config["models"][config["judge"]["model"]]
+    """What shapes the judge's replies; its price only prices them."""
+    spec = config["models"][config["judge"]["model"]]
+    return {k: v for k, v in spec.items() if k != "price"}
 
 
 def get_model_script(wildcards):

@@ -22,7 +22,7 @@ os.environ.setdefault("MASTIF_RESOURCES", str(Path.cwd() / "resources"))
 
 w = snakemake.wildcards
 p = snakemake.params
-# everything from the rule's params (never snakemake.config): what the job reads is what
+# everything from the rule's params, not from the config: what the job reads is what
 # Snakemake tracks, so changing it reruns the job. The progress bar only draws on stderr
 # and is no param, so toggling it reruns nothing.
 config = stack_job_config(

@@ -16,7 +16,7 @@ from mastif.runner import setup_model_job
 
 setup_model_job(snakemake.log.run)
 
-# everything from the rule's params (never snakemake.config): what the job reads is what
+# everything from the rule's params, not from the config: what the job reads is what
 # Snakemake tracks, so changing it reruns the job
 p = snakemake.params
 settings = JudgeSettings(
