@@ -94,11 +94,11 @@ class JudgeClip:
     """
 
     #: one node output
-    node_chars: int = 2000
+    node_chars: int = 4096
     #: one tool call's arguments, its output or error; the run's error message
     tool_chars: int = 4000
     #: the final answer
-    answer_chars: int = 2000
+    answer_chars: int = 4096
 
 
 CUT_MARK = " ...[cut]"
