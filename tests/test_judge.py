@@ -13,10 +13,13 @@ from mastif.config import parse_config
 from mastif.judge import (
     JUDGED_SCHEMA,
     SCORE_ANCHORS,
+    JudgeClip,
     JudgeParseError,
     JudgeSettings,
+    attempt_seed,
     build_messages,
     judge_runs,
+    judge_view,
     judgement_schema,
     parse_judgement,
 )
@@ -153,9 +156,58 @@ def test_invalid_json_is_retried_then_judge_failed(one_run):
     assert row["judge_attempts"] == 3 and len(requests) == 3
     assert "unparseable reply" in row["judge_error"]
     assert row["judge_prompt_tokens"] == 3 * 11  # usage summed over attempts
-    # retries are not verbatim repeats
-    assert [r["temperature"] for r in requests] == [0.0, 0.3, 0.6]
+    # every attempt at the configured temperature; a retry with a new seed, derived from
+    # the run and the attempt (the values pin attempt_seed's derivation: sha256 of
+    # "1|r1|2" and "1|r1|3", first 4 bytes, 31 bits)
+    assert [r["temperature"] for r in requests] == [0.0, 0.0, 0.0]
+    assert [r["seed"] for r in requests] == [1, 912825194, 606895206]
+    assert (row["judge_seed"], row["judge_temperature"]) == (606895206, 0.0)
     assert requests[0]["response_format"]["type"] == "json_schema"
+
+
+def test_attempt_seeds_are_the_configured_one_then_new_per_run_and_attempt():
+    assert attempt_seed(1, "r1", 1) == 1 and attempt_seed(7, "r2", 1) == 7
+    assert attempt_seed(1, "r1", 2) == 912825194  # the same on every rerun
+    assert attempt_seed(1, "r2", 2) == 210557592  # another run, another seed
+    assert attempt_seed(2, "r1", 2) != attempt_seed(1, "r1", 2)
+    seeds = {attempt_seed(1, f"r{i}", k) for i in range(50) for k in (2, 3, 4)}
+    assert len(seeds) == 150 and all(0 <= s < 2**31 for s in seeds)
+
+
+def test_clip_lengths_cut_and_count(one_run):
+    runs, tasks = one_run
+    run = runs.row(0, named=True)
+    # node outputs are 23 and 82 characters, the tool call's arguments 2 and output 10,
+    # the final answer 82
+    clip = JudgeClip(node_chars=23, tool_chars=5, answer_chars=81)
+    (_, user), n = judge_view(run, tasks.row(0, named=True), "R", clip=clip)
+    text = user["content"]
+    assert n == 3  # the report node's output (82 > 23), the tool output (10 > 5), the answer
+    assert "[navigate 1] Open the flight search.\n" in text  # 23 characters: whole
+    assert "[report 1] I searched skyfare for  ...[cut]" in text  # its first 23
+    assert "datetime({}) ok -> 2026- ...[cut]" in text
+    assert "Final answer: " + run["final_answer"][:81] + " ...[cut]" in text
+    # the defaults cut nothing here
+    assert judge_view(run, tasks.row(0, named=True), "R")[1] == 0
+    # an error message is a tool-length text
+    failed = {**run, "status": "error", "error_class": "ToolError", "error_message": "x" * 6}
+    assert judge_view(failed, tasks.row(0, named=True), "R", clip=clip)[1] == 4
+
+
+def test_clip_settings_are_recorded_per_judgement(one_run):
+    runs, tasks = one_run
+    settings = JudgeSettings("judge", 0.2, 256, 2, 5, clip=JudgeClip(23, 5, 1000))
+    with ScriptedChatServer(lambda p: {"content": valid_reply()}) as srv:
+        endpoint = Endpoint("openai_compatible", srv.base_url, "judge-model")
+        with Gateway(endpoint, retries=0) as gw:
+            judged = judge_runs(runs, tasks, RUBRIC, gw, settings)
+    row = judged.row(0, named=True)
+    assert (row["judge_node_chars"], row["judge_tool_chars"], row["judge_answer_chars"]) == (
+        23, 5, 1000,
+    )  # fmt: skip
+    assert row["judge_n_clipped"] == 2  # the report node's output and the tool output
+    assert (row["judge_attempts"], row["judge_seed"], row["judge_temperature"]) == (1, 5, 0.2)
+    assert srv.requests[0]["temperature"] == 0.2 and srv.requests[0]["seed"] == 5
 
 
 def test_a_retry_can_succeed(one_run):
@@ -164,6 +216,9 @@ def test_a_retry_can_succeed(one_run):
     judged, requests = judge_with(lambda p: next(replies), runs, tasks)
     row = judged.row(0, named=True)
     assert row["judge_status"] == "ok" and row["judge_attempts"] == 2 and row["judge_error"] is None
+    # the recorded settings are those of the attempt whose reply counts
+    assert row["judge_seed"] == 912825194 and row["judge_temperature"] == 0.0
+    assert row["judge_n_clipped"] == 0 and row["judge_node_chars"] == JudgeClip().node_chars
     assert (row["TU"], row["TA"], row["TCR"]) == (0.7, 0.7, 0.3)
     assert row["rubric_sha256"] == hashlib.sha256(RUBRIC.read_bytes()).hexdigest()
     assert judged.schema == pl.Schema(JUDGED_SCHEMA)

@@ -105,6 +105,9 @@ class JudgeSpec(_Frozen):
     attempts: int
     seed: int
     reference_guided: bool
+    node_chars: int
+    tool_chars: int
+    answer_chars: int
 
 
 class ValuesSpec(_Frozen):
@@ -448,6 +451,65 @@ def resolve_path(path: str, base_dir: Path | None = None) -> Path:
 def parse_config(raw: Mapping[str, Any], base_dir: Path | None = None) -> ExperimentConfig:
     """Validate (filling defaults) and return the typed config."""
     return ExperimentConfig.model_validate(validate_config(raw, base_dir))
+
+
+def model_spec(model_id: str, raw: Mapping[str, Any], base_dir: Path | None = None) -> ModelSpec:
+    """One ``models.<id>`` entry, validated as :func:`validate_config` does (schema defaults,
+    preset, a scripted model's script): for a job that is given only its model's entry."""
+    schema = load_schema()
+    entry_schema = {**schema["properties"]["models"]["additionalProperties"]}
+    data = copy.deepcopy(dict(raw))
+    errors = list(_DefaultFillingValidator(entry_schema).iter_errors(data))
+    if errors:
+        lines = [f"models.{model_id}.{_key_path(e)}: {e.message}" for e in errors]
+        raise ConfigError("invalid model:\n  " + "\n  ".join(lines))
+    apply_preset(model_id, data)
+    if data["provider"] == "scripted":
+        _check_script(model_id, data, base_dir or REPO_ROOT)
+    return ModelSpec.model_validate(data)
+
+
+def stack_job_config(
+    *,
+    experiment: str,
+    model_id: str,
+    model: Mapping[str, Any],
+    protocol: str,
+    prompt_format: bool,
+    generation: Mapping[str, Any],
+    tools: list[str],
+    web: str,
+    web_options: Mapping[str, Any],
+    workflow: Mapping[str, Any],
+    repeats: int,
+    sampling_seed: int,
+    execution: Mapping[str, Any],
+    base_dir: Path | None = None,
+) -> ExperimentConfig:
+    """The config a stack job (rule ``execute_stack``) runs with, built from its rule's
+    params only, so every key the job reads is one Snakemake tracks.
+
+    The stack's model is the only model (and stands in as the judge, which the job never
+    calls); keys the job does not read take their schema defaults. ``execution``: the
+    execution keys the job reads (concurrency, provider_retries, response_cache, progress).
+    """
+    raw = {
+        "experiment": experiment,
+        "models": {model_id: dict(model)},
+        "agent_models": [model_id],
+        "judge": {"model": model_id},
+        "protocols": [protocol],
+        "protocol_options": {protocol: {"prompt_format": prompt_format}},
+        "tasks": {"seed": sampling_seed},
+        "generation": dict(generation),
+        "tools": list(tools),
+        "web": web,
+        "web_options": dict(web_options),
+        "workflow": copy.deepcopy(dict(workflow)),
+        "repeats": repeats,
+        "execution": dict(execution),
+    }
+    return parse_config(raw, base_dir)
 
 
 def merge_configs(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:

@@ -414,11 +414,13 @@ def judge_cost(
     """The judge's calls on one run: its prompt is :func:`mastif.judge.build_messages` of
     the run plus the reply's JSON schema (sent as ``response_format``); one attempt with
     the shortest valid reply (low) or ``judge.attempts`` with ``judge.max_tokens`` (high)."""
-    from mastif.judge import CRITERIA, build_messages, judgement_schema
+    from mastif.judge import CRITERIA, JudgeClip, build_messages, judgement_schema
 
+    j = config.judge
     messages = build_messages(
-        run, task.model_dump(), rubric, reference_guided=config.judge.reference_guided
-    )
+        run, task.model_dump(), rubric, reference_guided=j.reference_guided,
+        clip=JudgeClip(j.node_chars, j.tool_chars, j.answer_chars),
+    )  # fmt: skip
     chars = sum(len(m["content"]) for m in messages) + len(json.dumps(judgement_schema()))
     prompt = _tokens(chars, chars_per_token) + len(messages) * MESSAGE_OVERHEAD_TOKENS
     if scenario == "high":

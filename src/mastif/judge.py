@@ -7,6 +7,13 @@ anchors (1.0 / 0.7 / 0.5 / 0.3 / 0.0). Each reply is validated again on the way 
 the server promised. A reply that does not parse or validate is retried; after the last
 attempt the run is recorded as ``judge_failed`` with the raw reply — never a default score.
 TCR is the Λ of the paper's Eq. 1.
+
+What the judge is shown is recorded with every judgement: how long a node output, a tool call
+(arguments, output or error, the run's error message) and the final answer may be before
+they are cut (``judge.node_chars`` / ``tool_chars`` / ``answer_chars``) and how many texts
+were cut. Every attempt samples at ``judge.temperature``; a retry takes a new seed derived
+from the run and the attempt, so retried scores come from the same distribution as first
+ones.
 """
 
 from __future__ import annotations
@@ -27,10 +34,6 @@ log = logging.getLogger(__name__)
 
 SCORE_ANCHORS: tuple[float, ...] = (1.0, 0.7, 0.5, 0.3, 0.0)
 CRITERIA: tuple[str, ...] = ("TU", "TA", "TCR")
-#: how much of each node output / tool output the judge sees (small judges, small contexts)
-NODE_CHARS = 300
-TOOL_CHARS = 200
-ANSWER_CHARS = 1500
 
 
 def judgement_schema() -> dict[str, Any]:
@@ -82,20 +85,68 @@ def parse_judgement(text: str) -> Judgement:
     return Judgement(scores, rationales)
 
 
-def _clip(text: str | None, n: int) -> str:
-    text = (text or "").strip()
-    return text if len(text) <= n else text[:n] + " ...[cut]"
+@dataclass(frozen=True)
+class JudgeClip:
+    """The longest text of each kind the judge is shown (characters; config ``judge``).
+
+    The defaults are the schema's: long enough that the default experiment's outputs reach
+    the judge whole (``docs/data.md``, judged table).
+    """
+
+    #: one node output
+    node_chars: int = 4096
+    #: one tool call's arguments, its output or error; the run's error message
+    tool_chars: int = 4000
+    #: the final answer
+    answer_chars: int = 4096
+
+
+CUT_MARK = " ...[cut]"
+
+
+class _Clipper:
+    """Cuts texts at a length and counts how many it cut."""
+
+    def __init__(self) -> None:
+        self.n_clipped = 0
+
+    def __call__(self, text: str | None, n: int) -> str:
+        text = (text or "").strip()
+        if len(text) <= n:
+            return text
+        self.n_clipped += 1
+        return text[:n] + CUT_MARK
 
 
 def build_messages(
-    run: dict[str, Any], task: dict[str, Any], rubric: str, *, reference_guided: bool = True
+    run: dict[str, Any],
+    task: dict[str, Any],
+    rubric: str,
+    *,
+    reference_guided: bool = True,
+    clip: JudgeClip = JudgeClip(),
 ) -> list[dict[str, str]]:
-    """The judge's view of one run: task, reasoning per node, tool calls, final answer.
+    """The judge's view of one run (:func:`judge_view` without the count of cut texts)."""
+    return judge_view(run, task, rubric, reference_guided=reference_guided, clip=clip)[0]
+
+
+def judge_view(
+    run: dict[str, Any],
+    task: dict[str, Any],
+    rubric: str,
+    *,
+    reference_guided: bool = True,
+    clip: JudgeClip = JudgeClip(),
+) -> tuple[list[dict[str, str]], int]:
+    """The judge's view of one run: task, reasoning per node, tool calls, final answer; and
+    how many texts in it were cut at ``clip``'s lengths.
 
     With ``reference_guided`` (config ``judge.reference_guided``) the judge also sees the
     task's reference steps (Mind2Web's ``action_reprs``), or, for sources that give only
     their number (Online-Mind2Web's ``reference_length``), how many steps a person needed.
     """
+    _clip = _Clipper()
+    node_chars, tool_chars = clip.node_chars, clip.tool_chars
     where = " / ".join(str(x) for x in (task.get("domain"), task.get("subdomain")) if x)
     lines = [
         f"Website: {task['website']}" + (f" ({where})" if where else ""),
@@ -107,29 +158,30 @@ def build_messages(
     elif reference_guided and task.get("reference_length"):
         lines.append(f"A person needed {task['reference_length']} steps for this task.")
     lines.append(f"Run status: {run['status']}" + (
-        f" ({run['error_class']}: {_clip(run['error_message'], 200)})" if run["error_class"] else ""
+        f" ({run['error_class']}: {_clip(run['error_message'], tool_chars)})" if run["error_class"] else ""
     ))  # fmt: skip
     lines.append("Agent steps:")
     for n in run["node_outputs"] or []:
-        lines.append(f"  [{n['node']} {n['step']}] {_clip(n['text'], NODE_CHARS)}")
+        lines.append(f"  [{n['node']} {n['step']}] {_clip(n['text'], node_chars)}")
     if not run["node_outputs"]:
         lines.append("  (none)")
     lines.append("Tool calls:")
     for t in run["tool_calls"] or []:
         if t["ok"] is None:  # imported runs whose log kept no outcome per call
-            outcome = f"outcome not recorded -> {_clip(t['output'], TOOL_CHARS)}"
+            outcome = f"outcome not recorded -> {_clip(t['output'], tool_chars)}"
         elif t["ok"]:
-            outcome = f"ok -> {_clip(t['output'], TOOL_CHARS)}"
+            outcome = f"ok -> {_clip(t['output'], tool_chars)}"
         else:
-            outcome = f"failed: {_clip(t['error'], TOOL_CHARS)}"
-        lines.append(f"  {t['name']}({_clip(t['arguments'], TOOL_CHARS)}) {outcome}")
+            outcome = f"failed: {_clip(t['error'], tool_chars)}"
+        lines.append(f"  {t['name']}({_clip(t['arguments'], tool_chars)}) {outcome}")
     if not run["tool_calls"]:
         lines.append("  (none)")
-    lines.append(f"Final answer: {_clip(run['final_answer'], ANSWER_CHARS) or '(empty)'}")
-    return [
+    lines.append(f"Final answer: {_clip(run['final_answer'], clip.answer_chars) or '(empty)'}")
+    messages = [
         {"role": "system", "content": rubric.strip()},
         {"role": "user", "content": "\n".join(lines)},
     ]
+    return messages, _clip.n_clipped
 
 
 @dataclass(frozen=True)
@@ -141,6 +193,19 @@ class JudgeSettings:
     seed: int
     #: show the judge the task's reference steps when it has them
     reference_guided: bool = True
+    clip: JudgeClip = JudgeClip()
+
+
+def attempt_seed(seed: int, run_id: str, attempt: int) -> int:
+    """The sampling seed of attempt ``attempt`` (1-based) at judging run ``run_id``.
+
+    The first attempt uses the configured seed; a retry gets a new one, derived from the
+    seed, the run and the attempt (the same on every rerun), within llama.cpp's 32-bit range.
+    """
+    if attempt == 1:
+        return seed
+    digest = hashlib.sha256(f"{seed}|{run_id}|{attempt}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
 def judge_one(
@@ -158,16 +223,20 @@ def judge_one(
     gateway.begin_run(run_id)
     attempts = 0
     judgement = None
-    for attempt in range(settings.attempts):
-        attempts += 1
+    seed = settings.seed
+    for attempt in range(1, settings.attempts + 1):
+        attempts = attempt
+        # every attempt at the configured temperature (a retry's scores then come from the
+        # same distribution as a first attempt's), a retry with a new seed; at temperature
+        # 0 (greedy) the seed changes nothing, and a retry only helps after an API error
+        seed = attempt_seed(settings.seed, run_id, attempt)
         try:
             reply = client.chat.completions.create(
                 model=gateway.endpoint.model,
                 messages=messages,  # type: ignore[arg-type]
-                # a retry at temperature 0 would repeat the same bad reply verbatim
-                temperature=settings.temperature + 0.3 * attempt,
+                temperature=settings.temperature,
                 max_tokens=settings.max_tokens,
-                seed=settings.seed + attempt,
+                seed=seed,
                 response_format=response_format,  # type: ignore[arg-type]
             )
             raw = reply.choices[0].message.content or ""
@@ -184,6 +253,8 @@ def judge_one(
         "judge_status": "ok" if judgement else "judge_failed",
         "judge_raw_reply": raw,
         "judge_attempts": attempts,
+        "judge_seed": seed,
+        "judge_temperature": settings.temperature,
         "judge_error": error,
         "judge_prompt_tokens": sum(c.prompt_tokens or 0 for c in calls),
         "judge_completion_tokens": sum(c.completion_tokens or 0 for c in calls),
@@ -211,9 +282,15 @@ JUDGED_SCHEMA = {
     "TCR_rationale": pl.String,
     "judge_raw_reply": pl.String,
     "judge_attempts": pl.Int64,
+    "judge_seed": pl.Int64,
+    "judge_temperature": pl.Float64,
     "judge_error": pl.String,
     "judge_prompt_tokens": pl.Int64,
     "judge_completion_tokens": pl.Int64,
+    "judge_node_chars": pl.Int64,
+    "judge_tool_chars": pl.Int64,
+    "judge_answer_chars": pl.Int64,
+    "judge_n_clipped": pl.Int64,
 }
 
 
@@ -236,7 +313,9 @@ def judge_runs(
             raise KeyError(
                 f"run {run['run_id']} refers to task {run['task_id']!r}, not in the tasks table"
             )
-        messages = build_messages(run, task, rubric, reference_guided=settings.reference_guided)
+        messages, n_clipped = judge_view(
+            run, task, rubric, reference_guided=settings.reference_guided, clip=settings.clip
+        )
         fields = judge_one(gateway, run["run_id"], messages, settings)
         rows.append(
             {
@@ -248,6 +327,10 @@ def judge_runs(
                 "judge_model": settings.model_id,
                 "rubric_sha256": rubric_sha,
                 **fields,
+                "judge_node_chars": settings.clip.node_chars,
+                "judge_tool_chars": settings.clip.tool_chars,
+                "judge_answer_chars": settings.clip.answer_chars,
+                "judge_n_clipped": n_clipped,
             }
         )
         log.info("judged run %s: %s %s", run["run_id"], fields["judge_status"],

@@ -129,13 +129,26 @@ def get_model_spec(wildcards):
     return {k: v for k, v in config["models"][wildcards.model].items() if k != "price"}
 
 
+def get_prompt_format(wildcards):
+    """Whether the stack's prompts are wrapped in its protocol's message format."""
+    return EXPERIMENT.prompt_format_for(wildcards.protocol) is not None
+
+
+def get_stack_execution():
+    """The execution keys a stack job reads that shape its runs (progress only draws)."""
+    keys = ("concurrency", "provider_retries", "response_cache")
+    return {k: config["execution"][k] for k in keys}
+
+
 def get_model_prices():
     """Model id -> price per million tokens (or None), for the cost columns."""
     return {mid: spec.get("price") for mid, spec in config["models"].items()}
 
 
 def get_judge_model_spec():
-    return config["models"][config["judge"]["model"]]
+    """What shapes the judge's replies; its price only prices them."""
+    spec = config["models"][config["judge"]["model"]]
+    return {k: v for k, v in spec.items() if k != "price"}
 
 
 def get_model_script(wildcards):

@@ -22,14 +22,21 @@ rule execute_stack:
         # CT is measured here: the job holds all of timing_lock (profiles/default), so no
         # judge, embedding or other model job shares the CPUs with its runs
         timing_lock=2,
+    # every config key the job reads (tests/test_rule_params.py checks them against the
+    # schema); execution.progress only draws on stderr and is read from the config
     params:
+        experiment=config["experiment"],
         model_spec=get_model_spec,
+        prompt_format=get_prompt_format,
         generation=config["generation"],
         repeats=config["repeats"],
         tools=config["tools"],
         web=config["web"],
         web_options=config["web_options"],
         workflow=config["workflow"],
+        # recorded as each run's sampling_seed
+        sampling_seed=config["tasks"]["seed"],
+        execution=get_stack_execution(),
         checkpoint="results/checkpoints/{model}/{protocol}/{framework}/{scatteritem}.jsonl",
     script:
         "../scripts/execute_stack.py"

@@ -22,5 +22,10 @@ rule judge_runs:
         attempts=config["judge"]["attempts"],
         seed=config["judge"]["seed"],
         reference_guided=config["judge"]["reference_guided"],
+        node_chars=config["judge"]["node_chars"],
+        tool_chars=config["judge"]["tool_chars"],
+        answer_chars=config["judge"]["answer_chars"],
+        provider_retries=config["execution"]["provider_retries"],
+        response_cache=config["execution"]["response_cache"],
     script:
         "../scripts/judge_runs.py"

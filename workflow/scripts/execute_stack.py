@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 
-from mastif.config import Stack, parse_config
+from mastif.config import Stack, stack_job_config
 from mastif.runner import execute_stack, parse_scatteritem, setup_model_job
 from mastif.tasks import tasks_from_frame
 from mastif.trace import runs_to_table
@@ -20,19 +20,38 @@ setup_model_job(snakemake.log.run)
 # from wherever the package is installed
 os.environ.setdefault("MASTIF_RESOURCES", str(Path.cwd() / "resources"))
 
-config = parse_config(snakemake.config, base_dir=Path.cwd())
 w = snakemake.wildcards
+p = snakemake.params
+# everything from the rule's params, not from the config: what the job reads is what
+# Snakemake tracks, so changing it reruns the job. The progress bar only draws on stderr
+# and is no param, so toggling it reruns nothing.
+config = stack_job_config(
+    experiment=p.experiment,
+    model_id=w.model,
+    model=p.model_spec,
+    protocol=w.protocol,
+    prompt_format=p.prompt_format,
+    generation=p.generation,
+    tools=p.tools,
+    web=p.web,
+    web_options=p.web_options,
+    workflow=p.workflow,
+    repeats=p.repeats,
+    sampling_seed=p.sampling_seed,
+    execution={**p.execution, "progress": snakemake.config["execution"]["progress"]},
+    base_dir=Path.cwd(),
+)
 stack = Stack(w.model, w.protocol, w.framework)
 tasks = tasks_from_frame(pl.read_parquet(snakemake.input.tasks))
 traces = execute_stack(
     config,
     stack,
     tasks,
-    checkpoint_path=Path(snakemake.params.checkpoint),
+    checkpoint_path=Path(p.checkpoint),
     server_log=Path(snakemake.log.server),
     base_dir=Path.cwd(),
     shard=parse_scatteritem(w.scatteritem),
 )
 pq.write_table(runs_to_table(traces), snakemake.output.runs)
 # the Parquet now holds this shard's runs; the checkpoint only served an interrupted job
-Path(snakemake.params.checkpoint).unlink(missing_ok=True)
+Path(p.checkpoint).unlink(missing_ok=True)

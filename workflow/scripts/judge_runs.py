@@ -8,27 +8,35 @@ from pathlib import Path
 
 import polars as pl
 
-from mastif.config import parse_config
-from mastif.judge import JudgeSettings, judge_runs
+from mastif.config import model_spec
+from mastif.judge import JudgeClip, JudgeSettings, judge_runs
 from mastif.providers import Gateway, open_endpoint
-from mastif.runner import response_cache, setup_model_job
+from mastif.providers.cache import ResponseCache
+from mastif.runner import setup_model_job
 
 setup_model_job(snakemake.log.run)
 
-config = parse_config(snakemake.config, base_dir=Path.cwd())
+# everything from the rule's params, not from the config: what the job reads is what
+# Snakemake tracks, so changing it reruns the job
 p = snakemake.params
 settings = JudgeSettings(
-    p.judge_model, p.temperature, p.max_tokens, p.attempts, p.seed, p.reference_guided
+    p.judge_model,
+    p.temperature,
+    p.max_tokens,
+    p.attempts,
+    p.seed,
+    p.reference_guided,
+    JudgeClip(p.node_chars, p.tool_chars, p.answer_chars),
 )
 runs = pl.read_parquet(snakemake.input.runs)
 tasks = pl.read_parquet(snakemake.input.tasks)
-spec = config.models[p.judge_model]
+spec = model_spec(p.judge_model, p.judge_model_spec, base_dir=Path.cwd())
 with open_endpoint(p.judge_model, spec, Path(snakemake.log.server)) as endpoint:
     with Gateway(
         endpoint,
-        retries=config.execution.provider_retries,
+        retries=p.provider_retries,
         request_timeout_s=spec.options.request_timeout_s,
-        cache=response_cache(config),
+        cache=ResponseCache(p.response_cache) if p.response_cache else None,
     ) as gateway:
         judged = judge_runs(runs, tasks, Path(snakemake.input.rubric), gateway, settings)
 judged.write_parquet(snakemake.output.judged)
