@@ -202,6 +202,7 @@ async def _run_task(
         gateway_url=gateway.base_url_for(run_id, "x").rsplit("/x/v1", 1)[0],
         model_name=gateway.endpoint.model,
         mcp_url=protocol.mcp_url(run_id),
+        mcp_http=protocol.mcp_http_client_factory(),
         page_view=lambda: asyncio.to_thread(web.page_view, run_id),
         http=http,
     )
@@ -226,7 +227,7 @@ async def _run_task(
     wall = time.perf_counter() - t0
     state = await asyncio.to_thread(web.end_run, run_id)
     success, check_detail = check_run(task, final or "", state)
-    cost = protocol.detach(run_id, ctx.a2a_wait_s if protocol.agents is not None else None)
+    cost = protocol.detach(run_id)
     calls = gateway.end_run(run_id)
     spec = config.models[stack.model]
     return RunTrace(
@@ -270,6 +271,8 @@ async def _run_task(
         protocol_bytes_sent=cost.bytes_sent,
         protocol_bytes_received=cost.bytes_received,
         protocol_seconds=cost.seconds,
+        protocol_exchange_seconds=cost.exchange_seconds,
+        protocol_peer_seconds=cost.peer_seconds,
         success=success,
         check_detail=check_detail,
         web=config.web,
