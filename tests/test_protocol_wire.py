@@ -67,7 +67,9 @@ def test_meter_attributes_strips_prefix_and_counts():
     assert (stats.requests, stats.messages) == (1, 2)
     assert stats.bytes_in > 0 and stats.bytes_out > 0
     # the client timed its one exchange, which holds the handler's 20 ms
-    assert stats.exchanges == 1 and stats.exchange_s >= 0.02 and stats.inner_s == pytest.approx(0.01)
+    assert (
+        stats.exchanges == 1 and stats.exchange_s >= 0.02 and stats.inner_s == pytest.approx(0.01)
+    )
     assert stats.protocol_s == pytest.approx(stats.exchange_s - 0.01)
     assert set(meter.stats) == {"run-b"}  # unattributed traffic counts for no run
     assert meter.pop("run-b").exchanges == 1
