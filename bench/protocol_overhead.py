@@ -2,8 +2,10 @@
 
 Reads results/runs/**.parquet (all stacks of one experiment) and prints, per protocol
 (pooled over frameworks) and per protocol x framework: HTTP requests, protocol messages,
-tool calls or agent messages over the protocol, KiB on the wire, seconds the servers spent
-in protocol handling (without the tool's or the agent's own work), seconds in the model,
+tool calls or agent messages over the protocol, KiB on the wire, protocol overhead (the
+seconds the protocol clients waited on exchanges minus the tool's or agent's own work, the
+same definition for MCP and A2A; mean over runs where it is known, the others counted),
+seconds in the model,
 wall seconds per run, and ratios against ``standard`` (same tasks, same model, same
 prompts: the differences are what the protocol adds).
 
@@ -26,6 +28,7 @@ MEASURES = [
     pl.col("protocol_calls").mean().alias("calls_per_run"),
     protocol_kib().mean().alias("kib_per_run"),
     pl.col("protocol_seconds").mean().alias("protocol_s_per_run"),
+    pl.col("protocol_seconds").is_null().sum().alias("protocol_s_unknown"),
     pl.col("model_s").mean().alias("model_s_per_run"),
     pl.col("wall_seconds").mean().alias("wall_s_per_run"),
     pl.col("n_llm_calls").mean().alias("llm_calls_per_run"),

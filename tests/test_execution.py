@@ -28,7 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 CLASSIFIED = {"provider_error", "provider_unreachable", "provider_bad_request", "timeout",
               "framework_error", "workflow_error"}  # fmt: skip
 # what a clock measured, so differs between two executions of the same runs
-CLOCK_COLUMNS = ["wall_seconds", "started_at", "protocol_seconds"]
+CLOCK_COLUMNS = ["wall_seconds", "started_at", "protocol_exchange_seconds",
+                 "protocol_peer_seconds", "protocol_seconds"]  # fmt: skip
 
 
 def proxied_config(base_config, proxy_url: str, alias: str, **execution):

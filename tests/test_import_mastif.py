@@ -99,6 +99,7 @@ def test_a_run_maps_onto_the_run_schema():
     # not recorded by the log: null, not 0
     assert run.temperature is None and run.n_llm_calls is None and run.llm_calls == []
     assert run.protocol_messages is None and run.protocol_seconds is None
+    assert run.protocol_exchange_seconds is None and run.protocol_peer_seconds is None
     meta = json.loads(run.import_meta)
     assert meta["framework"] == "CrewAI" and meta["task_index"] == 0
     assert meta["metadata"]["total_overhead_ms"] == 0.07

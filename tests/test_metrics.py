@@ -531,6 +531,20 @@ def test_protocol_cost_functions() -> None:
     assert _close(skewed.select(protocol_share()).item(), 0.01)  # not (0.5 + 0) / 2
     zero_wall = pl.DataFrame({"protocol_s": [0.0], "CT": [0.0]})
     assert zero_wall.select(protocol_share()).item() is None  # share of no time: undefined
+    # a run whose protocol seconds are unknown leaves both means: 1 / 10, not 1 / ((10+90)/2)
+    unknown = pl.DataFrame({"protocol_s": [1.0, None], "CT": [10.0, 90.0]})
+    assert _close(unknown.select(protocol_share()).item(), 0.1)
+
+
+def test_unknown_protocol_seconds_are_counted_not_averaged() -> None:
+    runs = RUNS.with_columns(
+        pl.when(pl.col("run_id") == "r3").then(None).otherwise(pl.col("protocol_seconds"))
+        .alias("protocol_seconds")
+    )  # fmt: skip
+    a = _row(stack_metrics(run_metrics(runs, JUDGED, VALUES)), "model", "mA")
+    # r1 0.5 s and r2 0.25 s known, r3 unknown: mean 0.375 s over CT (10 + 20) / 2 = 15 s
+    assert a["n_protocol_s_unknown"] == 1
+    assert _close(a["protocol_s"], 0.375) and _close(a["protocol_share"], 0.375 / 15.0)
 
 
 def test_pareto_front_hand_example() -> None:

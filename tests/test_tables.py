@@ -82,6 +82,7 @@ def stacks() -> pl.DataFrame:
             "protocol_calls": [4.0, 0.0, 0.0, 6.0],
             "protocol_kib": [6.31, 1.0, 1.04, 9.5],
             "protocol_s": [0.0123, 0.002, 0.0021, 0.05],
+            "n_protocol_s_unknown": [0, 0, 1, 0],
             "model_s": [11.0, 9.0, 19.94, 13.5],
             "protocol_share": [0.0123 / 12.34, 0.002 / 9.96, 0.0021 / 20.8, 0.05 / 15.0],
             "n_checked": [3, 3, 0, 3],
@@ -220,6 +221,7 @@ def test_table_names_and_rows(tables: dict[str, pl.DataFrame]) -> None:
         "calls",
         "KiB",
         "protocol_s",
+        "n_protocol_s_unknown",
         "model_s",
         "protocol_share",
     ]
@@ -332,13 +334,17 @@ def test_markdown_format(tables: dict[str, pl.DataFrame]) -> None:
         "messages",
         "calls",
         "KiB",
-        "protocol time [s]",
+        "protocol overhead [s]",
+        "n unknown",
         "model time [s]",
         "protocol share",
     ]
     # counts, KiB and model seconds: 1 decimal; the (small) protocol seconds and share: 3
-    assert rows[2] == ["m1, standard, crewai", "4.0", "0.0", "1.0", "0.002", "19.9", "0.000"]
-    assert rows[5] == ["m2, standard, langgraph", "12.0", "4.0", "6.3", "0.012", "11.0", "0.001"]
+    assert rows[2] == ["m1, standard, crewai", "4.0", "0.0", "1.0", "0.002", "1", "19.9", "0.000"]
+    assert rows[5] == [
+        "m2, standard, langgraph", "12.0", "4.0", "6.3", "0.012", "0", "11.0", "0.001",
+    ]  # fmt: skip
+    assert "one definition for MCP and A2A" in report.CAPTIONS["table7_protocol_cost"]
 
 
 def test_best_stacks_direction(tables: dict[str, pl.DataFrame]) -> None:

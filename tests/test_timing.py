@@ -66,8 +66,8 @@ def test_protocol_gets_only_the_time_left_and_harness_is_never_negative():
     # protocol_seconds counts overlapping exchanges twice: it cannot exceed what is left
     split = decompose(2.0, [llm(0.0, upstream=1.5)], [], protocol_s=1.0)
     assert parts(split) == (1.5, 0.0, 0.0, 0.5, 0.0)
-    # unknown protocol time (None) is none of it
-    assert parts(decompose(2.0, [llm(0.0, upstream=1.5)], [], None)) == (1.5, 0, 0, 0, 0.5)
+    # unknown protocol time (None): the 0.5 s left cannot be split, protocol and harness null
+    assert parts(decompose(2.0, [llm(0.0, upstream=1.5)], [], None)) == (1.5, 0, 0, None, None)
 
 
 def test_a_call_cut_short_by_the_run_end_counts_and_spans_are_clipped_to_wall():

@@ -116,6 +116,7 @@ STACK_METRICS_SCHEMA: dict[str, pl.DataType] = {
     "protocol_s": pl.Float64(),
     "model_s": pl.Float64(),
     "protocol_share": pl.Float64(),
+    "n_protocol_s_unknown": pl.Int64(),
     "n_checked": pl.Int64(),
     "success_rate": pl.Float64(),
     "judge_accuracy": pl.Float64(),
@@ -276,12 +277,14 @@ def time_parts(runs: pl.DataFrame) -> pl.DataFrame:
 def protocol_share(protocol: str = "protocol_s", wall: str = "CT") -> pl.Expr:
     """Per stack: mean protocol seconds / mean wall seconds (CT), over the same runs.
 
-    mastif's protocol cost, not in the seed paper: the share of the run's wall time spent
-    in protocol handling (not the tool's or agent's own work).
+    mastif's protocol cost, not in the seed paper: the share of the run's wall time its
+    protocol clients spent waiting on exchanges beyond the peer's own work. Runs whose
+    protocol seconds are unknown (null) are left out of both means.
     A ratio of means, not a mean of per-run ratios, so long runs weigh by their length; null
     when the mean wall time is not positive.
     """
-    wall_mean = pl.col(wall).cast(pl.Float64).mean()
+    measured = pl.col(protocol).is_not_null()
+    wall_mean = pl.col(wall).filter(measured).cast(pl.Float64).mean()
     return pl.when(wall_mean > 0).then(pl.col(protocol).cast(pl.Float64).mean() / wall_mean)
 
 
@@ -399,7 +402,8 @@ def run_metrics(
     ``ok`` is true; a hallucinated tool name is recorded upstream with ``ok`` false.
     The protocol cost columns (mastif's, not the paper's) are copied or derived from the
     run's server-side counters: protocol_messages, protocol_calls, protocol_kib
-    (:func:`protocol_kib`), protocol_s (= protocol_seconds) and model_s (:func:`model_seconds`).
+    (:func:`protocol_kib`), protocol_s (= protocol_seconds: the clients' timed exchanges minus
+    the peer's work; null when unknown) and model_s (:func:`model_seconds`).
     ``prices`` (model id -> ``{input_per_mtok, output_per_mtok}`` or None) gives cost_usd
     (:func:`run_cost`).
 
@@ -591,8 +595,10 @@ def stack_metrics(run_table: pl.DataFrame) -> pl.DataFrame:
     The protocol cost columns (mastif's protocol cost, not in the seed paper) are means per
     run over runs of every status: a failed or timed-out run's traffic was real cost, so it
     counts like CT and V do. protocol_messages, protocol_calls (MCP tools/call served or A2A
-    messages handled), protocol_kib, protocol_s (seconds in protocol handling) and
-    model_s (seconds in the model) are plain means; protocol_share is :func:`protocol_share`.
+    messages handled), protocol_kib, protocol_s (seconds the clients waited on protocol
+    exchanges beyond the peer's work; over the runs where it is known, the others counted in
+    n_protocol_s_unknown) and model_s (seconds in the model) are plain means; protocol_share
+    is :func:`protocol_share`.
 
     The social-value columns (SVS, SVS_std, SVS_prompt_output, SVS_reasoning, n_IVS_null,
     IVS_null_share, empty_value_set_share, SVS_sensitivity) describe the runs with a final
@@ -655,6 +661,7 @@ def stack_metrics(run_table: pl.DataFrame) -> pl.DataFrame:
             pl.when(pl.col("n_cached_calls").count() > 0)
             .then(pl.col("n_cached_calls").sum())
             .alias("n_cached_calls"),
+            pl.col("protocol_s").is_null().sum().alias("n_protocol_s_unknown"),
             pl.col("cost_usd").mean().alias("cost_usd_mean"),
             # null, not 0 or a partial sum, when any run's cost is unknown (no price, or
             # unknown usage): a total with a gap in it is not the total

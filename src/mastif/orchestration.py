@@ -19,13 +19,13 @@ only know what their messages tell them.
 Under ``a2a`` the orchestrator is an A2A agent too (:data:`ORCHESTRATOR`): the run starts
 with an A2A message carrying the task to it (:func:`submit_over_a2a`), and its work
 (:func:`orchestrate_over_a2a`) is the workflow above, delegating over A2A with a client of
-its own. Every A2A exchange is timed where it is made (``RunContext.a2a_wait_s``).
+its own. Every A2A exchange is timed by the orchestrator's client
+(:class:`~mastif.protocols.wire.MeteredTransport`).
 """
 
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -155,15 +155,11 @@ def node_agent_spec(node: PlannedNode) -> AgentSpec:
     )
 
 
-def timed_a2a(ctx: RunContext, client: A2AOrchestratorClient) -> Dispatch:
-    """Node visits as A2A messages to the node's agent, timed where they are sent."""
+def over_a2a(client: A2AOrchestratorClient) -> Dispatch:
+    """Node visits as A2A messages to the node's agent."""
 
     async def send(node: PlannedNode, step: int, prompt: str) -> str:
-        t0 = time.perf_counter()
-        try:
-            return await client.send(node.name, prompt, {"node": node.name, "step": step})
-        finally:
-            ctx.a2a_wait_s += time.perf_counter() - t0
+        return await client.send(node.name, prompt, {"node": node.name, "step": step})
 
     return send
 
@@ -175,7 +171,7 @@ async def orchestrate_over_a2a(
     from mastif.protocols.a2a import A2AOrchestratorClient
 
     async with A2AOrchestratorClient(agents, ctx.run_id) as client:
-        return await run_workflow(ctx, framework, timed_a2a(ctx, client))
+        return await run_workflow(ctx, framework, over_a2a(client))
 
 
 async def submit_over_a2a(ctx: RunContext, agents: A2AAgents) -> str:
@@ -183,9 +179,5 @@ async def submit_over_a2a(ctx: RunContext, agents: A2AAgents) -> str:
     from mastif.protocols.a2a import A2AOrchestratorClient
 
     async with A2AOrchestratorClient(agents, ctx.run_id) as client:
-        t0 = time.perf_counter()
-        try:
-            data = {"task_id": ctx.task.task_id}
-            return await client.send(ORCHESTRATOR, ctx.task.confirmed_task, data)
-        finally:
-            ctx.a2a_wait_s += time.perf_counter() - t0
+        data = {"task_id": ctx.task.task_id}
+        return await client.send(ORCHESTRATOR, ctx.task.confirmed_task, data)

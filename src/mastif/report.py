@@ -91,11 +91,17 @@ CAPTIONS: dict[str, str] = {
     ),
     "table7_protocol_cost": (
         "Table 7. Protocol cost per stack: messages, tool calls or agent messages over the "
-        "protocol, KiB on the wire, seconds in protocol handling vs in the model, and the "
-        "protocol's share of the run's wall time (mean protocol seconds / mean wall seconds). "
-        "Means per run over all runs, failed ones included; counted by the protocol's servers "
-        "(A2A seconds where each exchange is sent), so all zero for protocol standard. "
-        "mastif's addition, not in the seed paper."
+        "protocol, KiB on the wire, protocol overhead vs time in the model, and the overhead's "
+        "share of the run's wall time (mean overhead / mean wall seconds, over the same runs). "
+        "Protocol overhead has one definition for MCP and A2A: the time the protocol clients "
+        "(the frameworks' MCP clients; the A2A orchestrator) waited on the run's exchanges, "
+        "from sending a request to closing its response (connection set-up, client SDK, "
+        "transport and server handling), minus the peer's own work in them (the tool's run, "
+        "the agent's node), timed by the server; MCP's open notification stream is excluded. "
+        "Means per run over all runs, failed ones included; the overhead over the runs where "
+        "it is known: a run in which the peer worked longer than its clients were timed "
+        "waiting (an exchange abandoned at a timeout) has it unknown, counted in n unknown. "
+        "All zero for protocol standard. mastif's addition, not in the seed paper."
     ),
     "table8_ground_truth": (
         "Table 8. Ground truth beside the judge: runs whose task has a programmatic check "
@@ -126,7 +132,8 @@ HEADERS: dict[str, str] = {
     "empty_value_set_share": "empty value sets",
     "pareto_optimal": "Pareto-optimal",
     "p_value": "p-value",
-    "protocol_s": "protocol time",
+    "protocol_s": "protocol overhead",
+    "n_protocol_s_unknown": "n unknown",
     "model_s": "model time",
     "n_checked": "n checked",
     "success_rate": "success rate",
@@ -393,6 +400,7 @@ def paper_tables(
                 "protocol_calls": "calls",
                 "protocol_kib": "KiB",
                 "protocol_s": "protocol_s",
+                "n_protocol_s_unknown": "n_protocol_s_unknown",
                 "model_s": "model_s",
                 "protocol_share": "protocol_share",
             },

@@ -203,6 +203,7 @@ async def _run_task(
         gateway_url=gateway.base_url_for(run_id, "x").rsplit("/x/v1", 1)[0],
         model_name=gateway.endpoint.model,
         mcp_url=protocol.mcp_url(run_id),
+        mcp_http=protocol.mcp_http_client_factory(),
         page_view=lambda: asyncio.to_thread(web.page_view, run_id),
         http=http,
     )
@@ -229,7 +230,7 @@ async def _run_task(
     in_flight = gateway.in_flight(run_id)  # calls the run's end cut short still count
     state = await asyncio.to_thread(web.end_run, run_id)
     success, check_detail = check_run(task, final or "", state)
-    cost = protocol.detach(run_id, ctx.a2a_wait_s if protocol.agents is not None else None)
+    cost = protocol.detach(run_id)
     calls = gateway.end_run(run_id)
     split = decompose(wall, calls, list(recorder.tool_calls), cost.seconds, in_flight)
     spec = config.models[stack.model]
@@ -277,6 +278,8 @@ async def _run_task(
         protocol_bytes_sent=cost.bytes_sent,
         protocol_bytes_received=cost.bytes_received,
         protocol_seconds=cost.seconds,
+        protocol_exchange_seconds=cost.exchange_seconds,
+        protocol_peer_seconds=cost.peer_seconds,
         success=success,
         check_detail=check_detail,
         web=config.web,

@@ -53,11 +53,11 @@ class TimeSplit:
     model_s: float
     queue_s: float
     tools_s: float
-    protocol_s: float
-    harness_s: float
+    protocol_s: float | None  # None: the run's protocol cost is unknown
+    harness_s: float | None  # None with it: the rest cannot be split
     n_cached_calls: int
 
-    def columns(self) -> dict[str, float | int]:
+    def columns(self) -> dict[str, float | int | None]:
         """The run's columns (:class:`mastif.trace.RunTrace`)."""
         return {
             "wall_model_s": self.model_s,
@@ -122,15 +122,17 @@ def decompose(
     in_flight: Sequence[InFlight] = (),
 ) -> TimeSplit:
     """``wall_s`` split into model + queue + tools + protocol + harness (module docstring);
-    the parts sum to ``wall_s``; ``protocol_s`` None counts as 0."""
+    the parts sum to ``wall_s``. ``protocol_s`` None (the run's protocol cost is unknown,
+    :mod:`mastif.protocols.wire`) leaves protocol and harness null: the rest cannot be split
+    between them, and counting the unknown as 0 would pass protocol time off as harness."""
     seconds = covered(intervals(llm_calls, tool_calls, in_flight), wall_s)
     rest = max(0.0, wall_s - sum(seconds.values()))
-    protocol = min(max(0.0, protocol_s or 0.0), rest)
+    protocol = None if protocol_s is None else min(max(0.0, protocol_s), rest)
     return TimeSplit(
         model_s=seconds[MODEL],
         queue_s=seconds[QUEUE],
         tools_s=seconds[TOOLS],
         protocol_s=protocol,
-        harness_s=max(0.0, wall_s - sum(seconds.values()) - protocol),
+        harness_s=None if protocol is None else rest - protocol,
         n_cached_calls=sum(1 for c in llm_calls if c.cached),
     )

@@ -117,15 +117,20 @@ class RunTrace:
     prompt_hashes: str | None = "{}"  # JSON: node name -> sha256 of its prompt file
     workflow_shape: str | None = "linear"
     prompt_format: bool = False  # node prompts wrapped in the protocol's message format
-    # what the protocol cost this run, measured by its servers (all zero for "standard");
+    # what the protocol cost this run, measured on both ends of its wire (all zero for "standard");
     # None: not measured (imported runs: the source's own overhead figures are in import_meta)
     protocol_requests: int | None = 0  # HTTP requests to the protocol's servers
     protocol_messages: int | None = 0  # protocol (JSON-RPC) messages, both directions
     protocol_calls: int | None = 0  # MCP tools/call served, or A2A messages handled by agents
     protocol_bytes_sent: int | None = 0  # request bodies, client -> server
     protocol_bytes_received: int | None = 0  # response bodies, server -> client
-    # time in protocol handling without the work itself: MCP server-side; A2A as the
-    # orchestrator waited on its exchanges (client, transport, server) minus the agents' work
+    # protocol time, one definition for every protocol (mastif.protocols.wire): the time the
+    # protocol clients waited on the run's exchanges, summed ...
+    protocol_exchange_seconds: float | None = 0.0
+    # ... of which the peer did the work itself (tool run, agent node), timed by the server
+    protocol_peer_seconds: float | None = 0.0
+    # their difference; None when negative (exchanges the clients did not time, e.g. one
+    # abandoned at a timeout while the peer worked on): a measurement failure, never clamped
     protocol_seconds: float | None = 0.0
     # the task's programmatic check (objective ground truth beside the judge): None when the
     # task has no check, or its check needs the sandbox and the run was on the live web
@@ -289,6 +294,8 @@ RUN_SCHEMA = pa.schema(
         ("protocol_calls", pa.int64()),
         ("protocol_bytes_sent", pa.int64()),
         ("protocol_bytes_received", pa.int64()),
+        ("protocol_exchange_seconds", pa.float64()),
+        ("protocol_peer_seconds", pa.float64()),
         ("protocol_seconds", pa.float64()),
         ("success", pa.bool_()),
         ("check_detail", pa.string()),

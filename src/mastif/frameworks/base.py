@@ -127,13 +127,14 @@ class RunContext:
     model_name: str
     #: under ``mcp``: the MCP server's URL for this run; frameworks connect their MCP clients
     mcp_url: str | None = None
+    #: under ``mcp``: the httpx client factory every MCP client of the run must be built with
+    #: (the MCP SDK's ``httpx_client_factory``): it times the exchanges (protocol seconds)
+    mcp_http: Callable[..., httpx.AsyncClient] | None = None
     started: float = field(default_factory=time.perf_counter)
     #: the node visit in progress (sequential within a run); tool calls served elsewhere
     #: (the MCP server) are attributed to it
     node: str = ""
     step: int = 0
-    #: seconds this run's clients waited on A2A exchanges (client SDK, transport, server)
-    a2a_wait_s: float = 0.0
     #: the run's current browser page as a listing (the web environment's view), for
     #: prompts with a ``{page}`` placeholder
     page_view: Callable[[], Awaitable[str]] | None = None

@@ -364,13 +364,17 @@ class SameTaskHTTPTransport(HTTPTransport):
     ``wait_for`` no longer makes a task; here ``asyncio.timeout`` does the same on 3.11.
     """
 
+    #: the run's httpx client factory (RunContext.mcp_http): times the exchanges
+    http_factory: Any = None
+
     async def connect(self) -> SameTaskHTTPTransport:
         if self._connected:
             return self
         from mcp.client.streamable_http import streamablehttp_client
 
+        extra = {"httpx_client_factory": self.http_factory} if self.http_factory else {}
         self._transport_context = streamablehttp_client(
-            self.url, headers=self.headers or None, terminate_on_close=True
+            self.url, headers=self.headers or None, terminate_on_close=True, **extra
         )
         try:
             async with asyncio.timeout(30):
@@ -382,7 +386,7 @@ class SameTaskHTTPTransport(HTTPTransport):
         return self
 
 
-def mcp_tools(url: str) -> list[BaseTool]:
+def mcp_tools(url: str, http_factory: Any = None) -> list[BaseTool]:
     """The MCP server's tools through CrewAI's own MCP client (call in the crew's thread).
 
     What ``Agent(mcps=[MCPServerHTTP(url)])`` does, with two differences: the transport is
@@ -394,7 +398,9 @@ def mcp_tools(url: str) -> list[BaseTool]:
     """
 
     def client() -> MCPClient:
-        return MCPClient(transport=SameTaskHTTPTransport(url=url))
+        transport = SameTaskHTTPTransport(url=url)
+        transport.http_factory = http_factory
+        return MCPClient(transport=transport)
 
     async def discover() -> list[dict[str, Any]]:
         discovery = client()
@@ -437,7 +443,7 @@ def build_crew(ctx: RunContext, visit: _Visit, bridge: _Bridge, prompt: str) -> 
         executor_class=MastifAgentExecutor,
     )
     if use_tools and ctx.mcp_url is not None:
-        agent.tools = mcp_tools(ctx.mcp_url)
+        agent.tools = mcp_tools(ctx.mcp_url, ctx.mcp_http)
     task = Task(description=prompt, expected_output=f"The {what}.", agent=agent)
     return Crew(
         agents=[agent],

@@ -356,9 +356,12 @@ class SemanticKernelAdapter:
         kernel._ctx = ctx
         async with AsyncExitStack() as stack:
             if ctx.mcp_url is not None and any(n.spec.use_tools for n in nodes):
+                # extra keywords go to the MCP SDK's streamablehttp_client: the run's httpx
+                # client factory, so the exchanges are timed (protocol seconds)
+                extra = {"httpx_client_factory": ctx.mcp_http} if ctx.mcp_http else {}
                 plugin = McpToolsPlugin(
                     name=PLUGIN_NAME, url=ctx.mcp_url, load_prompts=False,
-                    request_timeout=int(ctx.generation.timeout_s),
+                    request_timeout=int(ctx.generation.timeout_s), **extra,
                 )  # fmt: skip
                 await plugin.connect()
                 stack.push_async_callback(plugin.close)

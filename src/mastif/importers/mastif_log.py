@@ -64,6 +64,7 @@ NOT_RECORDED: dict[str, None] = dict.fromkeys(
         "generation_seed", "sampling_seed", "prompt_hashes", "workflow_shape",
         "protocol_requests", "protocol_messages", "protocol_calls",  # not measured as ours
         "protocol_bytes_sent", "protocol_bytes_received", "protocol_seconds",
+        "protocol_exchange_seconds", "protocol_peer_seconds",
     ]
 )  # fmt: skip
 

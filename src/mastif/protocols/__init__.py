@@ -14,6 +14,7 @@ when it exits, whatever happened. Runs attach to it; when a run detaches it gets
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -25,36 +26,47 @@ from mastif.protocols.wire import WireStats
 from mastif.tools import Tool, ToolResult
 
 if TYPE_CHECKING:  # the SDKs load only when their protocol is opened
+    import httpx
+
     from mastif.protocols.a2a import A2AAgents
     from mastif.protocols.mcp import McpToolServer
 
 PROTOCOLS = ("standard", "mcp", "a2a")
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class ProtocolStats:
-    """What the protocol cost one run, measured on the server side (zero for ``standard``)."""
+    """What the protocol cost one run (zero for ``standard``), by :mod:`mastif.protocols.wire`."""
 
     requests: int = 0  # HTTP requests
     messages: int = 0  # protocol (JSON-RPC) messages, both directions
     calls: int = 0  # MCP tools/call served, or A2A messages the agents handled
     bytes_sent: int = 0  # request bodies, client -> server
     bytes_received: int = 0  # response bodies, server -> client
-    #: time in protocol handling, excluding the tool's/agent's own work: the servers' handling
-    #: time (MCP: the clients are the frameworks'), or for A2A the orchestrator's wait on its
-    #: exchanges (client SDK, transport and server)
-    seconds: float = 0.0
+    #: client-observed time of the run's protocol exchanges, summed
+    exchange_seconds: float = 0.0
+    #: of which the peer's own work (the tool's run, the agent's node), timed by the server
+    peer_seconds: float = 0.0
+    #: exchange_seconds - peer_seconds, the same for every protocol; None when that is
+    #: negative (the measurement missed exchanges; see WireStats.protocol_s)
+    seconds: float | None = 0.0
 
     @classmethod
-    def from_wire(
-        cls, calls: int, stats: list[WireStats], client_s: float | None = None
-    ) -> ProtocolStats:
+    def from_wire(cls, calls: int, stats: list[WireStats], run_id: str = "") -> ProtocolStats:
         total = WireStats()
         for s in stats:
             total.add(s)
-        seconds = total.protocol_s if client_s is None else max(0.0, client_s - total.inner_s)
+        seconds = total.protocol_s
+        if seconds is None:
+            log.warning(
+                "run %s: the peers' work (%.6f s) exceeds the clients' timed exchanges "
+                "(%.6f s over %d): protocol seconds unknown (null)",
+                run_id, total.inner_s, total.exchange_s, total.exchanges,
+            )  # fmt: skip
         return cls(total.requests, total.messages, calls, total.bytes_in, total.bytes_out,
-                   seconds)  # fmt: skip
+                   total.exchange_s, total.inner_s, seconds)  # fmt: skip
 
 
 class AttachedRun(Protocol):
@@ -88,8 +100,8 @@ class StackProtocol:
         except KeyError:
             raise LookupError(f"no run {run_id!r} in progress") from None
 
-    def detach(self, run_id: str, client_s: float | None = None) -> ProtocolStats:
-        """The run's protocol cost; ``client_s``: the time the client side measured (A2A)."""
+    def detach(self, run_id: str) -> ProtocolStats:
+        """The run's protocol cost (after its agents' work has stopped, so their time is in)."""
         self._runs.pop(run_id, None)
         calls = 0
         if self.mcp is not None:
@@ -97,7 +109,12 @@ class StackProtocol:
         if self.agents is not None:
             calls += self.agents.messages_received(run_id)
         servers = [s for s in (self.mcp, self.agents) if s is not None]
-        return ProtocolStats.from_wire(calls, [s.pop_stats(run_id) for s in servers], client_s)
+        return ProtocolStats.from_wire(calls, [s.pop_stats(run_id) for s in servers], run_id)
+
+    def mcp_http_client_factory(self) -> Callable[..., httpx.AsyncClient] | None:
+        """Under ``mcp``: what the frameworks' MCP clients build their httpx clients with, so
+        the clients' exchanges are timed (the MCP SDK's ``httpx_client_factory``)."""
+        return self.mcp.http_client_factory if self.mcp is not None else None
 
     def mcp_url(self, run_id: str) -> str | None:
         # one URL per run; the node a call belongs to is the run's node visit in progress

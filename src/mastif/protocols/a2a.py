@@ -17,9 +17,13 @@ client used (prefix included), so a client that follows the card stays on that r
 and all of its traffic is counted for that run.
 
 Counted per run: everything :class:`WireMeter` counts (HTTP requests, JSON-RPC messages, body
-bytes, POST handling time), the time the agents' work took (``inner_s``, reported by the
-executor around the ``handle`` callback, so ``handling_s - inner_s`` is the protocol's own
-cost), and the A2A messages the agents' executors handled (:meth:`A2AAgents.messages_received`).
+bytes), the time the agents' work took (``inner_s``, reported by the executor around the
+``handle`` callback), the A2A messages the agents' executors handled
+(:meth:`A2AAgents.messages_received`), and the time the orchestrator's clients waited on each
+exchange (their httpx client is :meth:`A2AAgents.http_client`), so ``exchange_s - inner_s`` is
+what A2A cost the run, defined and measured as for MCP (:mod:`mastif.protocols.wire`). The
+orchestrator agent's work contains its own exchanges with the node agents; they are timed
+both inside its work and as exchanges, so they cancel and each exchange's overhead counts once.
 
 a2a-sdk (1.x) pieces used. Server: ``AgentExecutor`` subclass + ``TaskUpdater``,
 ``DefaultRequestHandler`` with ``InMemoryTaskStore``, ``create_jsonrpc_routes`` with a
@@ -84,6 +88,7 @@ from mastif.protocols.wire import (
     Send,
     WireMeter,
     WireStats,
+    metered_client,
     scope_run,
     serve_asgi,
 )
@@ -248,6 +253,10 @@ class A2AAgents:
     def agent_url(self, run_id: str, agent: str) -> str:
         return f"{self.base_url}/r/{run_id}/{agent}"
 
+    def http_client(self) -> httpx.AsyncClient:
+        """An httpx client for the agents whose exchanges are timed for their runs."""
+        return metered_client(self.meter)
+
     def messages_received(self, run_id: str) -> int:
         """A2A messages the agents' executors handled for that run (kept after pop_stats)."""
         return self._received[run_id]
@@ -315,10 +324,8 @@ class A2AOrchestratorClient:
         self.run_id = run_id
         self._owns_http = httpx_client is None
         # no read timeout: an agent's node may run a slow model; the job bounds the run.
-        # trust_env=False: a proxy from the environment must not capture loopback traffic.
-        self._http = httpx_client or httpx.AsyncClient(
-            timeout=httpx.Timeout(None, connect=10.0), trust_env=False
-        )
+        # Its transport times every exchange for the run (protocol seconds).
+        self._http = httpx_client or agents.http_client()
         self._factory = ClientFactory(
             ClientConfig(
                 streaming=False,

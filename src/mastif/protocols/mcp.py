@@ -14,9 +14,12 @@ that carried the call (the low-level server's ``request_context.request`` is the
 request for HTTP transports). Requests outside ``/r/{run_id}/{node}/mcp`` get 404.
 
 What is counted, per run: everything the meter counts (HTTP requests, JSON-RPC messages,
-body bytes, POST handling time), the time spent inside the tools (``inner_s``, so
-``handling_s - inner_s`` is what MCP cost on the server side), and the ``tools/call``
-requests served (:meth:`McpToolServer.calls_served`). Every call, also of an unknown
+body bytes), the time spent inside the tools (``inner_s``), the ``tools/call`` requests
+served (:meth:`McpToolServer.calls_served`), and, on the client side, the time the
+frameworks' MCP clients waited on each exchange: they are built with
+:attr:`McpToolServer.http_client_factory` (the MCP SDK's ``httpx_client_factory``, which
+every framework's MCP client passes through), so ``exchange_s - inner_s`` is what MCP cost
+the run, defined and measured as for A2A (:mod:`mastif.protocols.wire`). Every call, also of an unknown
 tool or with bad arguments, is reported to the ``on_call`` hook.
 
 Transport choices: stateful sessions with server-sent-event responses, the SDK's defaults
@@ -51,6 +54,7 @@ from mastif.protocols.wire import (
     Send,
     WireMeter,
     WireStats,
+    metered_client_factory,
     scope_run,
     serve_asgi,
 )
@@ -116,6 +120,8 @@ class McpToolServer:
             ),
         )
         self.meter = WireMeter(self._asgi)
+        #: what every MCP client of a run must build its httpx client with (timed exchanges)
+        self.http_client_factory = metered_client_factory(self.meter)
         self.base_url = ""  # set by open_mcp_server once serving
 
     # ------------------------------------------------------------------ public

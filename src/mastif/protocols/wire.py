@@ -1,4 +1,4 @@
-"""What every networked protocol shares: a loopback HTTP server and a meter on its wire.
+"""What every networked protocol shares: a loopback HTTP server, and meters on both ends of its wire.
 
 A protocol's servers (the MCP tool server, the A2A agents) are ASGI apps served by uvicorn
 on 127.0.0.1 inside the stack job's event loop: started when the protocol opens, stopped when
@@ -8,11 +8,20 @@ Every request carries its run and node in the URL, ``/r/{run_id}/{node}/...``. T
 :class:`WireMeter` middleware strips that prefix (the app below it is mounted at ``/``),
 puts ``(run_id, node)`` into the ASGI scope under ``"mastif"`` for the handlers, and counts
 per run what went over the wire: HTTP requests, JSON-RPC messages in both directions
-(request bodies; response bodies as JSON or as server-sent events), body bytes both ways,
-and the server's wall time of each POST exchange. Handlers report the part of that time
-spent doing the work itself (running the tool, running the agent's node) with
-:meth:`WireMeter.add_inner`, so ``handling_s - inner_s`` is the time the protocol cost on
-the server side.
+(request bodies; response bodies as JSON or as server-sent events) and body bytes both ways.
+Handlers report the time the peer spent doing the work itself (running the tool, running the
+agent's node) with :meth:`WireMeter.add_inner`.
+
+Protocol time has ONE definition for every protocol: the time the clients waited on the
+run's protocol exchanges, minus the peer's own work inside them. The clients' side is
+timed by :class:`MeteredTransport`, an httpx transport that every protocol client of a run
+is built on (the frameworks' MCP clients through :func:`metered_client_factory`, our A2A
+orchestrator's client through :func:`metered_client`). It times each HTTP exchange from
+sending the request to closing the read response, so connection set-up, the client SDK's
+encoding and decoding, transport and server handling all count; a GET that opens a
+server-sent event stream (MCP's notification channel, open for the whole session with no one
+waiting on it) is not an exchange and is not timed. Both ends attribute by the same URL
+prefix into the same :class:`WireStats`, so MCP and A2A go through the same measuring code.
 """
 
 from __future__ import annotations
@@ -20,12 +29,14 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import uvicorn
 
 Scope = MutableMapping[str, Any]
@@ -40,22 +51,38 @@ SCOPE_KEY = "mastif"
 
 @dataclass
 class WireStats:
-    """What one run's protocol traffic cost, as seen by the server."""
+    """What one run's protocol traffic cost, seen from both ends of the wire."""
 
-    requests: int = 0
+    requests: int = 0  # HTTP requests the server received
     messages: int = 0  # JSON-RPC messages, both directions
     bytes_in: int = 0  # request bodies (client -> server)
     bytes_out: int = 0  # response bodies (server -> client)
-    handling_s: float = 0.0  # server wall time of the POST exchanges
-    inner_s: float = 0.0  # of which doing the work (tool, agent node), not the protocol
+    exchanges: int = 0  # exchanges the clients timed (requests but event streams)
+    exchange_s: float = 0.0  # client-observed time of those exchanges, summed
+    inner_s: float = 0.0  # of which the peer doing the work (tool, agent node), not the protocol
 
     @property
-    def protocol_s(self) -> float:
-        return max(0.0, self.handling_s - self.inner_s)
+    def protocol_s(self) -> float | None:
+        """``exchange_s - inner_s``; None when negative: the peer worked longer than the
+        clients waited, so some of the run's exchanges were not timed (e.g. a client not on
+        :class:`MeteredTransport`, or an exchange the client abandoned while the peer's work
+        went on, as when a run times out). Not clamped: a clamped 0 would look like a free
+        protocol."""
+        seconds = self.exchange_s - self.inner_s
+        return seconds if seconds >= 0 else None
 
     def add(self, other: WireStats) -> None:
-        for name in ("requests", "messages", "bytes_in", "bytes_out", "handling_s", "inner_s"):
+        for name in ("requests", "messages", "bytes_in", "bytes_out", "exchanges",
+                     "exchange_s", "inner_s"):  # fmt: skip
             setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+def run_of_path(path: str) -> tuple[str, str] | None:
+    """``(run_id, node)`` of a ``/r/{run_id}/{node}/...`` path, else None."""
+    parts = path.split("/", 4)  # "", "r", run_id, node, rest
+    if len(parts) < 4 or parts[1] != "r" or not parts[2] or not parts[3]:
+        return None
+    return parts[2], parts[3]
 
 
 def count_jsonrpc(body: bytes, content_type: str) -> int:
@@ -85,33 +112,43 @@ class WireMeter:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
         self.stats: dict[str, WireStats] = {}
+        # the clients' exchanges are timed in other threads too (CrewAI runs its MCP client
+        # in the crew's own event loop)
+        self._lock = threading.Lock()
 
     def for_run(self, run_id: str) -> WireStats:
         return self.stats.setdefault(run_id, WireStats())
 
     def pop(self, run_id: str) -> WireStats:
-        return self.stats.pop(run_id, WireStats())
+        with self._lock:
+            return self.stats.pop(run_id, WireStats())
 
     def add_inner(self, run_id: str, seconds: float) -> None:
-        self.for_run(run_id).inner_s += seconds
+        with self._lock:
+            self.for_run(run_id).inner_s += seconds
+
+    def add_exchange(self, run_id: str, seconds: float) -> None:
+        """One exchange of the run as a client timed it (:class:`MeteredTransport`)."""
+        with self._lock:
+            stats = self.for_run(run_id)
+            stats.exchanges += 1
+            stats.exchange_s += seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        parts = scope["path"].split("/", 4)  # "", "r", run_id, node, rest
-        if len(parts) < 4 or parts[1] != "r" or not parts[2] or not parts[3]:
+        attributed = run_of_path(scope["path"])
+        if attributed is None:
             await self.app(scope, receive, send)  # unattributed (e.g. a health probe)
             return
-        run_id, node = parts[2], parts[3]
+        run_id, node = attributed
+        parts = scope["path"].split("/", 4)
         rest = "/" + (parts[4] if len(parts) > 4 else "")
         inner = dict(scope)
         inner["path"] = rest
         inner["raw_path"] = rest.encode()
         inner[SCOPE_KEY] = (run_id, node)
-        stats = self.for_run(run_id)
-        timed = scope["method"] == "POST"  # GET may be a long-lived notification stream
-        t0 = time.perf_counter()
         request_body = bytearray()
         response_body = bytearray()
         content_type = ""
@@ -135,13 +172,105 @@ class WireMeter:
         try:
             await self.app(inner, metered_receive, metered_send)
         finally:
-            stats.requests += 1
-            stats.bytes_in += len(request_body)
-            stats.bytes_out += len(response_body)
-            stats.messages += count_jsonrpc(bytes(request_body), "application/json")
-            stats.messages += count_jsonrpc(bytes(response_body), content_type)
-            if timed:
-                stats.handling_s += time.perf_counter() - t0
+            messages = count_jsonrpc(bytes(request_body), "application/json")
+            messages += count_jsonrpc(bytes(response_body), content_type)
+            with self._lock:
+                stats = self.for_run(run_id)
+                stats.requests += 1
+                stats.bytes_in += len(request_body)
+                stats.bytes_out += len(response_body)
+                stats.messages += messages
+
+
+class _TimedStream(httpx.AsyncByteStream):
+    """A response body that reports its exchange's time once, when the client closes it."""
+
+    def __init__(self, stream: httpx.AsyncByteStream, done: Callable[[], None]) -> None:
+        self._stream = stream
+        self._done: Callable[[], None] | None = done
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._stream:
+            yield chunk
+
+    async def aclose(self) -> None:
+        try:
+            await self._stream.aclose()
+        finally:
+            done, self._done = self._done, None
+            if done is not None:
+                done()
+
+
+class MeteredTransport(httpx.AsyncBaseTransport):
+    """The client side of :class:`WireMeter`: times each protocol exchange of a run.
+
+    An exchange lasts from handing the request to the transport (connection set-up
+    included) until the client closes the response, having read what it needed; one that
+    fails or is cancelled counts until then. A GET answered with an event stream is the
+    session's notification channel, which no one waits on: not timed. Requests outside
+    ``/r/{run_id}/{node}/`` belong to no run and are not timed.
+    """
+
+    def __init__(self, meter: WireMeter, inner: httpx.AsyncBaseTransport | None = None) -> None:
+        self._meter = meter
+        self._inner = inner or httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        attributed = run_of_path(request.url.path)
+        if attributed is None:
+            return await self._inner.handle_async_request(request)
+        run_id = attributed[0]
+        t0 = time.perf_counter()
+        try:
+            response = await self._inner.handle_async_request(request)
+        except BaseException:
+            self._meter.add_exchange(run_id, time.perf_counter() - t0)
+            raise
+        content_type = response.headers.get("content-type", "")
+        if request.method == "GET" and "text/event-stream" in content_type:
+            return response
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        response.stream = _TimedStream(
+            response.stream,
+            lambda: self._meter.add_exchange(run_id, time.perf_counter() - t0),
+        )
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def metered_client(
+    meter: WireMeter,
+    headers: dict[str, str] | None = None,
+    timeout: httpx.Timeout | None = None,
+    auth: httpx.Auth | None = None,
+) -> httpx.AsyncClient:
+    """An httpx client whose exchanges ``meter`` times; the MCP SDK's client factory signature.
+
+    No proxy from the environment: the servers are on loopback.
+    """
+    return httpx.AsyncClient(
+        transport=MeteredTransport(meter),
+        headers=headers,
+        timeout=timeout if timeout is not None else httpx.Timeout(None, connect=10.0),
+        auth=auth,
+        trust_env=False,
+    )
+
+
+def metered_client_factory(meter: WireMeter) -> Callable[..., httpx.AsyncClient]:
+    """:func:`metered_client` bound to ``meter``: what a framework's MCP client is built with."""
+
+    def factory(
+        headers: dict[str, str] | None = None,
+        timeout: httpx.Timeout | None = None,
+        auth: httpx.Auth | None = None,
+    ) -> httpx.AsyncClient:
+        return metered_client(meter, headers, timeout, auth)
+
+    return factory
 
 
 def scope_run(scope: Scope) -> tuple[str, str]:
