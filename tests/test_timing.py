@@ -29,9 +29,9 @@ def tool(started, duration) -> ToolCall:
     return ToolCall("n", 1, "t", "{}", True, "", None, duration, started)
 
 
-def parts(split) -> tuple[float, ...]:
+def parts(split) -> tuple[float | None, ...]:
     return tuple(
-        round(x, 9)
+        None if x is None else round(x, 9)
         for x in (split.model_s, split.queue_s, split.tools_s, split.protocol_s, split.harness_s)
     )
 
