@@ -42,16 +42,20 @@ def _call(ok: bool, name: str = "search") -> ToolCall:
     )
 
 
-def _llm(latency: float) -> LLMCall:
+def _llm(upstream: float) -> LLMCall:
+    # 0.25 s of the gateway's latency is waiting for a connection slot: never model time
     return LLMCall(
         node="agent",
         started_s=0.0,
-        latency_s=latency,
+        latency_s=upstream + 0.25,
         prompt_tokens=1,
         completion_tokens=1,
         http_status=200,
         error=None,
         attempts=1,
+        upstream_s=upstream,
+        queue_s=0.25,
+        backoff_s=0.0,
     )
 
 
@@ -248,7 +252,8 @@ def test_run_metrics_per_run_values() -> None:
     assert r4["V"] == 50
     assert (r1["IVS"], r1["IVS_prompt_output"], r1["IVS_reasoning"]) == (0.5, 0.2, None)
     assert (r1["domain"], r1["level"], r1["task_id"]) == ("Travel", "easy", "t-r1")
-    # protocol cost: KiB = (1024 + 2048) / 1024; model_s = 1.0 + 2.0 (sum of LLM latencies)
+    # protocol cost: KiB = (1024 + 2048) / 1024; model_s = 1.0 + 2.0 (sum of the calls'
+    # upstream seconds; their queueing is not model time)
     assert (r1["protocol_messages"], r1["protocol_calls"], r1["protocol_kib"]) == (10, 2, 3.0)
     assert (r1["protocol_s"], r1["model_s"]) == (0.5, 3.0)
     assert (r2["protocol_kib"], r2["protocol_s"], r2["model_s"]) == (0.5, 0.25, 3.0)
@@ -355,7 +360,7 @@ def test_stack_metrics_hand_computed() -> None:
         None,
     )
     assert (c["timeout_share"], c["error_share"]) == (1.0, 0.0)
-        # its only run timed out: no answered run, so the shares are unknown, not 0
+    # its only run timed out: no answered run, so the shares are unknown, not 0
     assert (c["n_no_final_answer"], c["n_IVS_null"], c["IVS_null_share"]) == (1, 0, None)
     assert c["empty_value_set_share"] is None and c["SVS_sensitivity"] is None
     assert c["pareto_optimal"] is False
@@ -518,6 +523,21 @@ def test_missing_usage_is_null_v_and_cost_and_counted() -> None:
     assert (s["CT_mean"], s["n_CT"]) == (15.0, 2)  # its time is known: u1 and u2
     assert s["cost_usd_mean"] == table["cost_usd"][0]  # over the runs whose cost is known
     assert s["cost_usd_total"] is None  # a sum with two unknown summands is unknown
+
+
+def test_model_seconds_is_upstream_time_cached_calls_none_unknown_null() -> None:
+    cached = LLMCall("agent", 0.0, 0.01, 1, 1, 200, None, 1, cached=True, upstream_s=0.0,
+                     queue_s=0.0, backoff_s=0.0)  # fmt: skip
+    unrecorded = LLMCall("agent", 0.0, 4.0, 1, 1, 200, None, 1)  # upstream_s not recorded
+    calls = [[_llm(2.0), cached], [_llm(2.0), unrecorded], []]
+    table = pl.from_arrow(
+        runs_to_table([_run(f"r{i}", "m", "ok", 10.0, 1, [], latencies=()) for i in range(3)])
+    )
+    table = table.with_columns(
+        pl.Series("llm_calls", [[c.__dict__ for c in cs] for cs in calls],
+                  dtype=table.schema["llm_calls"])
+    )  # fmt: skip
+    assert table.select(model_seconds()).to_series().to_list() == [2.0, None, 0.0]
 
 
 def test_protocol_cost_functions() -> None:

@@ -256,13 +256,18 @@ def protocol_kib(
 
 
 def model_seconds(col: str = "llm_calls") -> pl.Expr:
-    """Per run: seconds in the model, the sum of ``latency_s`` over the run's LLM calls.
+    """Per run: seconds in the model, the sum of ``upstream_s`` over the run's LLM calls
+    (time in HTTP requests to the endpoint, every attempt; 0 for a call answered from the
+    response cache), so neither waiting for a connection slot, retry back-off nor a cache
+    look-up counts as model time.
 
     mastif's protocol cost, not in the seed paper: the yardstick the protocol's seconds are
-    compared with. A run without LLM calls spent 0 s in the model.
+    compared with. A run without LLM calls spent 0 s in the model; null when a call has no
+    recorded ``upstream_s`` (rows written before it was recorded).
     """
-    latencies = pl.col(col).list.eval(pl.element().struct.field("latency_s"))
-    return latencies.list.sum().fill_null(0.0).cast(pl.Float64)
+    upstream = pl.col(col).list.eval(pl.element().struct.field("upstream_s"))
+    unknown = upstream.list.eval(pl.element().is_null().any()).list.first().fill_null(False)
+    return pl.when(~unknown).then(upstream.list.sum().fill_null(0.0).cast(pl.Float64))
 
 
 def time_parts(runs: pl.DataFrame) -> pl.DataFrame:
