@@ -29,7 +29,9 @@ CLASSIFIED = {"provider_error", "provider_unreachable", "provider_bad_request", 
               "framework_error", "workflow_error"}  # fmt: skip
 # what a clock measured, so differs between two executions of the same runs
 CLOCK_COLUMNS = ["wall_seconds", "started_at", "protocol_exchange_seconds",
-                 "protocol_peer_seconds", "protocol_seconds"]  # fmt: skip
+                 "protocol_peer_seconds", "protocol_seconds", "wall_model_s", "wall_queue_s",
+                 "wall_tools_s", "wall_protocol_s", "wall_harness_s",
+                 "n_cached_calls"]  # fmt: skip
 
 
 def proxied_config(base_config, proxy_url: str, alias: str, **execution):
@@ -152,10 +154,12 @@ def test_cached_rerun_calls_no_model_and_reproduces_the_runs(
             for col in CLOCK_COLUMNS:
                 row.pop(col)
             for call in row["llm_calls"]:
-                for key in ("started_s", "latency_s", "cached", "attempts"):
+                for key in ("started_s", "latency_s", "cached", "attempts", "upstream_s",
+                            "queue_s", "backoff_s"):  # fmt: skip
                     call.pop(key)
             for call in row["tool_calls"]:
                 call.pop("duration_s")
+                call.pop("started_s")
         return re.sub(r"127\.0\.0\.1:\d+", "SANDBOX", json.dumps(rows, sort_keys=True))
 
     assert content(first) == content(second)
