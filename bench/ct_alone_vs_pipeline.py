@@ -110,7 +110,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     alone = pl.DataFrame([
         {"task_id": t.task_id, "repeat": t.repeat, "status": t.status,
-         "wall_seconds": t.wall_seconds, **{p: getattr(t, p) for p in PARTS}}
+         "wall_seconds": t.wall_seconds, "prompt_tokens": t.prompt_tokens,
+         "completion_tokens": t.completion_tokens, "n_llm_calls": t.n_llm_calls,
+         **{p: getattr(t, p) for p in PARTS}}
         for t in traces
     ])  # fmt: skip
     print(f"stack {stack.path}: {len(traces)} runs alone, {piped.height} in the pipeline")
@@ -129,7 +131,23 @@ def main(argv: list[str] | None = None) -> int:
           f" (median per task {statistics.median(per_task) if per_task else float('nan'):.3f})")  # fmt: skip
     within = abs(ratio - 1.0) <= args.tolerance
     print(f"within {args.tolerance:.0%}: {'yes' if within else 'NO'}")
+    # CT also moves when a sampled run takes another path (other calls, other tools); the
+    # model's seconds per 1,000 tokens it processed is what neighbours would slow down
+    speed_p, speed_a = model_speed(piped), model_speed(alone)
+    same_path = piped.select("task_id", "repeat", "n_llm_calls", "completion_tokens").sort(
+        "task_id", "repeat"
+    ).equals(alone.select("task_id", "repeat", "n_llm_calls", "completion_tokens").sort(
+        "task_id", "repeat"))  # fmt: skip
+    print(f"model s per 1k tokens: pipeline {speed_p:.3f}, alone {speed_a:.3f}, "
+          f"ratio {speed_a / speed_p:.3f}; same calls and tokens in both: "
+          f"{'yes' if same_path else 'no (CT compares different paths)'}")
     return 0 if within else 1
+
+
+def model_speed(runs: pl.DataFrame) -> float:
+    """Model seconds (the CT split's) per 1,000 prompt + completion tokens, over the runs."""
+    tokens = (runs["prompt_tokens"].sum() + runs["completion_tokens"].sum()) / 1000
+    return float(runs["wall_model_s"].sum() / tokens) if tokens else float("nan")
 
 
 if __name__ == "__main__":
