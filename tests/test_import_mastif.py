@@ -482,7 +482,16 @@ def test_import_mode_runs_judge_values_metrics_stats_and_tables(pipeline_copy):
     runs = pl.read_parquet(pipeline_copy / "results" / "metrics" / "runs.parquet")
     assert runs.height == len(imported.runs)
     assert (runs["TCR"] == 0.7).all() and runs["V"].is_null().all()  # estimates are not V
-    assert runs["IVS"].is_not_null().all()
+    # IVS is null exactly where a run has no pair of value sets with a value in either
+    values = pl.concat(
+        [
+            pl.read_parquet(p)
+            for p in sorted((pipeline_copy / "results" / "values").rglob("*.parquet"))
+        ]
+    )
+    pairs = runs.join(values.select("run_id", "n_ivs_pairs"), on="run_id")
+    assert pairs.height == runs.height and pairs["IVS"].is_not_null().any()
+    assert (pairs["IVS"].is_null() == (pairs["n_ivs_pairs"] == 0)).all()
     for table in ("table2_task_completion", "table3_efficiency", "table4_tool_use"):
         assert (pipeline_copy / "results" / "tables" / f"{table}.md").is_file()
     assert (pipeline_copy / "results" / "plots" / f"top_values_{QWEN}.png").is_file()

@@ -237,7 +237,11 @@ def test_real_gemma_judge(one_run, base_config, tmp_path):
     cfg = parse_config(base_config)
     with open_endpoint("gemma3", cfg.models["gemma3"], tmp_path / "server.log") as ep:
         with Gateway(ep) as gw:
-            judged = judge_runs(runs, tasks, RUBRIC, gw, JudgeSettings("gemma3", 0.0, 384, 3, 1))
+            # retries run at the configured temperature with a new seed: at 0 (greedy) a
+            # retry would repeat an unparseable reply, so sample, as a user who wants
+            # retries to help would configure it
+            settings = JudgeSettings("gemma3", 0.7, 384, 3, 1)
+            judged = judge_runs(runs, tasks, RUBRIC, gw, settings)
     row = judged.row(0, named=True)
     assert row["judge_status"] == "ok", row["judge_raw_reply"]
     assert {row["TU"], row["TA"], row["TCR"]} <= set(SCORE_ANCHORS)
