@@ -119,6 +119,8 @@ def test_cached_rerun_calls_no_model_and_reproduces_the_runs(
         )  # fmt: skip
         cfg["frameworks"] = [framework]
         cfg["tools"] = ["web_browser", "web_search"]
+        # shorter page listings: shorter prompts on the real model, same replay logic
+        cfg["web_options"] = {**cfg.get("web_options", {}), "page_chars": 600}
         # a first execution cut off by its timeout cannot be replayed: the calls it never
         # made are not in the cache, and the rerun, answered from the cache, gets further.
         # On a loaded 2-core machine it took over 120 s (then the report call "missed");

@@ -39,7 +39,13 @@ def test_stack_runs_on_the_real_model(framework, protocol, smollm2_server, base_
         # two small offline tools: their short schemas keep each prompt (and so each call on
         # this 2-core machine) short; the web tools have their own stack tests
         cfg["tools"] = ["datetime", "sympy"]
-        cfg["generation"].update(max_tokens=48, max_steps=2, max_tool_rounds=1, timeout_s=300)
+        # the loop's return from interact to observe is checked with two rounds where the
+        # framework's own orchestration drives it (standard); under mcp and a2a one round
+        # keeps the suite's longest worker short (the loop itself is the same code there)
+        max_steps = 2 if protocol == "standard" else 1
+        cfg["generation"].update(
+            max_tokens=48, max_steps=max_steps, max_tool_rounds=1, timeout_s=300
+        )
         for node in cfg["workflow"]["nodes"]:
             node["stop_when"] = "NEVER-MATCHES-4711" if node.get("stop_when") else None
         config = parse_config(cfg)
@@ -50,7 +56,7 @@ def test_stack_runs_on_the_real_model(framework, protocol, smollm2_server, base_
     assert trace.final_answer.strip()
     # the loop ran exactly max_steps rounds, observe and interact alternating
     loop = [(n.node, n.step) for n in trace.node_outputs if n.node in ("observe", "interact")]
-    assert loop == [("observe", 1), ("interact", 1), ("observe", 2), ("interact", 2)]
+    assert loop == [(n, step) for step in range(1, max_steps + 1) for n in ("observe", "interact")]
     assert trace.node_outputs[0].node == "navigate" and trace.node_outputs[-1].node == "report"
     # tokens: the trace's sums equal what the model server reported for this run's calls
     assert (trace.prompt_tokens, trace.completion_tokens) == proxy.usage()
@@ -64,7 +70,7 @@ def test_stack_runs_on_the_real_model(framework, protocol, smollm2_server, base_
     # one message per node visit, under mcp at least the tool discovery, and every call that
     # reached a tool went over MCP
     if protocol == "a2a":
-        assert trace.protocol_calls == 1 + len(trace.node_outputs) == 7
+        assert trace.protocol_calls == 1 + len(trace.node_outputs) == 3 + 2 * max_steps
     if protocol == "mcp":
         assert trace.protocol_messages >= 4
         assert trace.protocol_calls == sum(1 for c in trace.tool_calls if reached_tool(c))
