@@ -57,7 +57,9 @@ $(STAMP): pyproject.toml $(LOCK)
 	# CPU PyTorch: on these machines the pin is a local CPU wheel in pip's find-links
 	# (uv reads no pip.conf, hence UV_FIND_LINKS above); an unpinned torch would pull
 	# several GB of CUDA wheels
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -c $(LOCK) torch==$(TORCH_VERSION) \
+	# --compile-bytecode: compiled once here, not by every first test worker and job
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -c $(LOCK) \
+		torch==$(TORCH_VERSION) \
 		"$$(ls $(WHEEL_DIR)/llama_cpp_python-*.whl)[server]" -e '.[dev]'
 	touch $(STAMP)
 
@@ -101,7 +103,7 @@ dry-run: setup
 # workers; the tests on the real model share one worker and one server (tests/conftest.py)
 TEST_WORKERS ?= 2
 test: setup
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25
 
 # the fast tier: no model server, no Chromium, no Snakemake run on a model, no waiting on a
 # time-out (those are marked `slow`); meant to finish within 5 minutes

@@ -93,6 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--stack", help="model/protocol/framework (default: the config's first)")
     ap.add_argument("--tolerance", type=float, default=0.15)
+    ap.add_argument(
+        "--alone-repeats",
+        type=int,
+        default=1,
+        help="executions alone; with 2+ the spread between them shows how far CT moves "
+        "with no neighbour at all (a sampled run can take another path each time)",
+    )
     args = ap.parse_args(argv)  # fmt: skip
 
     configfiles = [p.resolve() for p in args.configfile]
@@ -104,18 +111,30 @@ def main(argv: list[str] | None = None) -> int:
     piped = pl.read_parquet(directory / "results" / "runs" / f"{stack.path}.parquet")
     tasks = tasks_from_frame(pl.read_parquet(directory / "results" / "tasks.parquet"))
 
-    with tempfile.TemporaryDirectory(prefix="ct-alone-") as tmp:
-        traces = execute_stack(
-            config, stack, tasks, Path(tmp) / "ckpt.jsonl", Path(tmp) / "server.log", directory
-        )
-    alone = pl.DataFrame([
-        {"task_id": t.task_id, "repeat": t.repeat, "status": t.status,
-         "wall_seconds": t.wall_seconds, "prompt_tokens": t.prompt_tokens,
-         "completion_tokens": t.completion_tokens, "n_llm_calls": t.n_llm_calls,
-         **{p: getattr(t, p) for p in PARTS}}
-        for t in traces
-    ])  # fmt: skip
-    print(f"stack {stack.path}: {len(traces)} runs alone, {piped.height} in the pipeline")
+    rows = []
+    for execution in range(args.alone_repeats):
+        with tempfile.TemporaryDirectory(prefix="ct-alone-") as tmp:
+            traces = execute_stack(
+                config, stack, tasks, Path(tmp) / "ckpt.jsonl", Path(tmp) / "server.log",
+                directory,
+            )  # fmt: skip
+        rows += [
+            {"execution": execution, "task_id": t.task_id, "repeat": t.repeat,
+             "status": t.status, "wall_seconds": t.wall_seconds,
+             "prompt_tokens": t.prompt_tokens, "completion_tokens": t.completion_tokens,
+             "n_llm_calls": t.n_llm_calls, **{p: getattr(t, p) for p in PARTS}}
+            for t in traces
+        ]  # fmt: skip
+    every_alone = pl.DataFrame(rows)
+    if args.alone_repeats > 1:
+        per_execution = every_alone.group_by("execution").agg(pl.col("wall_seconds").mean())
+        cts = per_execution["wall_seconds"].to_list()
+        print(f"alone, {args.alone_repeats} executions: mean CT "
+              + ", ".join(f"{c:.2f}" for c in sorted(cts))
+              + f" s; largest / smallest = {max(cts) / min(cts):.3f}")  # fmt: skip
+    alone = every_alone.filter(pl.col("execution") == 0).drop("execution")
+    print(f"stack {stack.path}: {alone.height} runs alone per execution, {piped.height} in "
+          "the pipeline")  # fmt: skip
     pairs = piped.select("task_id", "repeat", pl.col("wall_seconds").alias("pipeline")).join(
         alone.select("task_id", "repeat", pl.col("wall_seconds").alias("alone")),
         on=["task_id", "repeat"],
@@ -124,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  task {task_id} repeat {repeat}: pipeline {p:.2f} s, alone {a:.2f} s, "
               f"ratio {a / p if p else float('nan'):.3f}")  # fmt: skip
     ct_pipeline = describe("pipeline", piped)
-    ct_alone = describe("alone", alone)
+    ct_alone = describe("alone", every_alone)
     ratio = ct_alone / ct_pipeline if ct_pipeline else float("nan")
     per_task = [a / p for *_, p, a in pairs.iter_rows() if p]
     print(f"CT alone / CT in the pipeline = {ratio:.3f}"
@@ -133,14 +152,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"within {args.tolerance:.0%}: {'yes' if within else 'NO'}")
     # CT also moves when a sampled run takes another path (other calls, other tools); the
     # model's seconds per 1,000 tokens it processed is what neighbours would slow down
-    speed_p, speed_a = model_speed(piped), model_speed(alone)
+    speed_p, speed_a = model_speed(piped), model_speed(every_alone)
     same_path = piped.select("task_id", "repeat", "n_llm_calls", "completion_tokens").sort(
         "task_id", "repeat"
     ).equals(alone.select("task_id", "repeat", "n_llm_calls", "completion_tokens").sort(
         "task_id", "repeat"))  # fmt: skip
-    print(f"model s per 1k tokens: pipeline {speed_p:.3f}, alone {speed_a:.3f}, "
-          f"ratio {speed_a / speed_p:.3f}; same calls and tokens in both: "
-          f"{'yes' if same_path else 'no (CT compares different paths)'}")
+    print(
+        f"model s per 1k tokens: pipeline {speed_p:.3f}, alone {speed_a:.3f}, "
+        f"ratio {speed_a / speed_p:.3f}; same calls and tokens in both: "
+        f"{'yes' if same_path else 'no (CT compares different paths)'}"
+    )
     return 0 if within else 1
 
 
