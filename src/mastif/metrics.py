@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import polars as pl
 
+from mastif.trace import COMPLETED
 from mastif.values import SENSITIVITY
 
 STACK_KEYS: tuple[str, str, str] = ("model", "protocol", "framework")
@@ -127,9 +128,6 @@ STACK_METRICS_SCHEMA: dict[str, pl.DataType] = {
 }
 
 JUDGE_FAILED = "judge_failed"
-#: run status of a run that finished without a timeout or an error (the others: "timeout",
-#: "error"); only these runs' CT and V are means of the paper's Eq. 2 and 3
-COMPLETED = "ok"
 
 #: the judge counts a run as completed when its TCR mark is at least "mostly achieved"
 #: (0.7 on the rubric's five-mark scale), the binary verdict compared with the task's check
@@ -469,7 +467,7 @@ def run_metrics(
         base.join(scores, on="run_id", how="left")
         .join(ivs, on="run_id", how="left")
         # a values table without the column (written before it existed): the same rule
-        .with_columns(pl.col("has_final_answer").fill_null(pl.col("status") == COMPLETED))
+        .with_columns(pl.col("has_final_answer").fill_null(completed()))
         .with_columns(
             pl.when(pl.col("n_tool_calls") > 0)
             .then(pl.col("n_tool_ok") / pl.col("n_tool_calls"))

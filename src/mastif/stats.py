@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from mastif.trace import COMPLETED
+
 # scipy and scikit-posthocs (seconds to import) are imported where they are used: every
 # figure job imports this module, for significance_stars only
 
@@ -46,7 +48,7 @@ def metric_runs(run_table: pl.DataFrame, metric: str) -> pl.DataFrame:
     """The runs whose ``metric`` enters the tests and the violins: the completed ones for
     :data:`COMPLETED_ONLY` metrics, else all (nulls are dropped later, per metric)."""
     if metric in COMPLETED_ONLY and "status" in run_table.columns:
-        return run_table.filter(pl.col("status") == "ok")
+        return run_table.filter(pl.col("status") == COMPLETED)
     return run_table
 
 

@@ -19,6 +19,9 @@ from typing import Any, Literal
 import pyarrow as pa
 
 RunStatus = Literal["ok", "error", "timeout"]
+#: the status of a run whose workflow returned its answer, without a timeout or an error;
+#: only these runs enter CT, V and SVS (mastif.metrics, mastif.values)
+COMPLETED: RunStatus = "ok"
 
 
 @dataclass

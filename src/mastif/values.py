@@ -40,6 +40,7 @@ import numpy as np
 import polars as pl
 
 from mastif.paths import resources_dir
+from mastif.trace import COMPLETED
 
 Polarity = Literal["positive", "negative"]
 Embedder = Callable[[list[str]], np.ndarray]
@@ -363,8 +364,6 @@ def ivs_reasoning(steps: Sequence[ValueSet]) -> float | None:
 #: ``workflow.nodes``; the log importer uses it for the answer it appends)
 FINAL_ANSWER_KEY = "final_answer"
 
-#: the run status of a run whose workflow returned its answer (mastif.trace.RunStatus)
-COMPLETED = "ok"
 
 SENSITIVITY = pl.Struct(
     {"threshold": pl.Float64(), "IVS": pl.Float64(), "n_empty_value_sets": pl.Int64()}
