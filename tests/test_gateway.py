@@ -160,6 +160,34 @@ def test_cache_replays_the_same_request_and_keeps_the_sandbox_origin_out(tmp_pat
     assert len(list((tmp_path / "cache").rglob("*.json"))) == 2
 
 
+def test_the_model_sees_a_stand_in_for_the_sandbox_origin_and_the_framework_gets_it_back():
+    # the same run in two jobs (two sandbox ports): the model must receive the same bytes,
+    # or a seeded model takes another path and CT alone vs in a pipeline compares two runs
+    seen: list[str] = []
+
+    def reply(payload: dict) -> dict:
+        seen.append(payload["messages"][0]["content"])
+        return {"content": "open http://sandbox.mastif.invalid/shop/p/3"}
+
+    answers = []
+    with ScriptedChatServer(reply) as srv:
+        for port in (41111, 52222):
+            with Gateway(endpoint(srv.base_url)) as gw:
+                gw.volatile[f"127.0.0.1:{port}"] = "sandbox.mastif.invalid"
+                gw.begin_run("r1")
+                text = f"page http://127.0.0.1:{port}/shop, not http://127.0.0.1:{port}9/x"
+                ask = {**REQUEST, "messages": [{"role": "user", "content": text}]}
+                answers.append(post(gw, "r1", ask).json()["choices"][0]["message"]["content"])
+    assert seen == [
+        "page http://sandbox.mastif.invalid/shop, not http://127.0.0.1:411119/x",
+        "page http://sandbox.mastif.invalid/shop, not http://127.0.0.1:522229/x",
+    ]
+    assert answers == [
+        "open http://127.0.0.1:41111/shop/p/3",
+        "open http://127.0.0.1:52222/shop/p/3",
+    ]
+
+
 def test_a_response_without_usage_leaves_the_runs_tokens_unknown_not_zero():
     replies = iter(
         [

@@ -16,6 +16,9 @@ Every framework is pointed at ``{gateway}/r/{run_id}/{node}/v1``. The gateway
   (and all requests pause for its ``Retry-After``), then grows back by one after as many
   successes in a row as the limit (AIMD),
 * answers from the opt-in response cache when the same request was answered before,
+* shows the model stand-ins for strings that differ between jobs (``volatile``: the
+  sandbox's ``127.0.0.1:PORT``), so a run's prompts are the same bytes in every job and a
+  seeded model takes the same path; answers get the real string back,
 * splits each call's latency into upstream time, queueing for a slot of the limit and
   back-off between retries (:class:`CallClock`), for :func:`mastif.timing.decompose`,
 * bounds each call (queue, attempts and back-off together) by ``call_timeout_s``
@@ -31,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import re
 import threading
 import time
 from collections import defaultdict
@@ -229,8 +233,10 @@ class Gateway:
         self.call_timeout_s = call_timeout_s
         self.cache = cache
         #: strings that differ between executions of the same run (the sandbox's loopback
-        #: origin) -> stable stand-ins, so the cache key and the cached answer do not
-        #: depend on them
+        #: origin) -> stable stand-ins. The model never sees them: every request goes
+        #: upstream (and into the cache key) with the stand-in, every answer comes back
+        #: with the value. So a run's prompts are byte-identical in every job, and a seeded
+        #: model takes the same path alone and inside a pipeline (CT comparable, issue 16)
         self.volatile: dict[str, str] = {}
         self.upstream_requests = 0  # HTTP requests sent to the endpoint, retries included
         self.limit: AdaptiveLimit | None = None
@@ -322,12 +328,14 @@ class Gateway:
                 status_code=400,
             )
         payload["model"] = self.endpoint.model
+        if self.volatile:
+            payload = json.loads(self._neutralise(json.dumps(payload).encode()))
         key = self._cache_key(payload) if self.cache is not None else None
         cached = self.cache.get(key) if key is not None and self.cache is not None else None
         clock = CallClock(started=t0)
         status, body, error = 502, b"", None
         if cached is not None:
-            status, body = 200, self._restore(cached)
+            status, body = 200, cached
         else:
             with self._lock:
                 self._in_flight[run_id].add(clock)
@@ -367,6 +375,8 @@ class Gateway:
             # a run that already ended (timed out) keeps nothing: its row is written
             if run_id in self._run_started:
                 self._calls[run_id].append(call)
+        # the framework gets the origin back (the model answered with the stand-in)
+        body = self._restore(body)
         return Response(body, status_code=status, media_type="application/json")
 
     async def _bounded_call(
@@ -464,7 +474,8 @@ class Gateway:
     def _neutralise(self, data: bytes) -> bytes:
         text = data.decode("utf-8", errors="surrogateescape")
         for value, stand_in in self.volatile.items():
-            text = text.replace(value, stand_in)
+            # a whole origin only: 127.0.0.1:4123 is not the start of 127.0.0.1:41234
+            text = re.sub(re.escape(value) + r"(?!\d)", stand_in, text)
         return text.encode("utf-8", errors="surrogateescape")
 
     def _restore(self, data: bytes) -> bytes:
