@@ -243,7 +243,9 @@ def special_changes(tmp: Path) -> dict[str, Callable[[dict[str, Any]], None]]:
             c["models"][m].update(api_key_env="MASTIF_PARAM_TEST_KEY") for m in MODELS_IN_USE
         ],
         # a preset without an API key (the rules see the raw entry, the preset unapplied)
-        "models.*.preset": lambda c: [c["models"][m].update(preset="ollama") for m in MODELS_IN_USE],
+        "models.*.preset": lambda c: [
+            c["models"][m].update(preset="ollama") for m in MODELS_IN_USE
+        ],
         # the default price is null: any price changes both its keys
         **{
             f"models.*.price.{k}": lambda c: [
