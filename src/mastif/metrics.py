@@ -39,6 +39,7 @@ RUN_METRICS_SCHEMA: dict[str, pl.DataType] = {
     "protocol": pl.String(),
     "framework": pl.String(),
     "task_id": pl.String(),
+    "repeat": pl.Int64(),
     "domain": pl.String(),
     "level": pl.String(),
     "status": pl.String(),
@@ -430,6 +431,8 @@ def run_metrics(
         "run_id",
         *STACK_KEYS,
         "task_id",
+        # repeat r of a task (generation seed + r): the blocks and repeats of the statistics
+        pl.col("repeat").cast(pl.Int64),
         "domain",
         "level",
         "status",
