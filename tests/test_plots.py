@@ -6,8 +6,10 @@ from pathlib import Path
 
 import matplotlib.image as mpimg
 import matplotlib.pyplot as plt
+import numpy as np
 import polars as pl
 import pytest
+from matplotlib.figure import Figure
 
 from mastif import plots
 
@@ -114,6 +116,25 @@ def test_violins_written(
     # TUSR: m1 has no values, m2 is a constant group; protocol has a single level throughout
     stem = tmp_path / f"violin_{metric}"
     check_written(plots.plot_violins(run_metrics, posthoc, metric, stem), stem)
+
+
+def test_significant_pairs_follow_the_configured_alpha(posthoc: pl.DataFrame) -> None:
+    # the m1/m2 pair's adjusted p is 0.0004: significant at 0.001, not at 0.0001
+    assert plots.significant_pairs(posthoc, "TCR", "model", ["m1", "m2"], alpha=0.001)
+    assert plots.significant_pairs(posthoc, "TCR", "model", ["m1", "m2"], alpha=0.0001) == []
+
+
+def test_a_group_below_ten_values_is_points_not_a_violin() -> None:
+    from matplotlib.collections import PathCollection, PolyCollection
+
+    rng = np.random.default_rng(1)
+    groups = {"few": rng.normal(size=9), "many": rng.normal(size=10)}
+    ax = Figure().subplots()
+    plots._draw_groups(ax, groups)
+    bodies = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    points = [c for c in ax.collections if isinstance(c, PathCollection)]
+    assert len(bodies) == 1  # only "many" gets a density
+    assert len(points) == 1 and len(points[0].get_offsets()) == 9
 
 
 def test_violins_single_value_and_empty_panel(posthoc: pl.DataFrame, tmp_path: Path) -> None:

@@ -76,7 +76,7 @@ READS: dict[str, set[str]] = {
     "values.corpus": {"tag_values"},
     "values.threshold": {"tag_values"},
     "values.sensitivity_thresholds": {"tag_values"},
-    "stats.alpha": {"test_factors"},
+    "stats.alpha": {"test_factors", "write_tables", "plot_violins"},
     "stats.p_adjust": {"test_factors"},
     "repeats": {EXEC},
     # runs in flight at once: contention changes every run's time

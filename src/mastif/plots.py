@@ -30,7 +30,11 @@ from matplotlib.ticker import MaxNLocator
 from mastif.stats import metric_runs, significance_stars
 
 FACTORS: tuple[str, ...] = ("model", "protocol", "framework")
+#: the default significance level; the figures take the config's ``stats.alpha``
 ALPHA = 0.05
+#: fewest values a group needs for a violin: a kernel density of fewer points draws a shape
+#: the data do not have, so smaller groups are shown as their points and median
+MIN_VIOLIN_N = 10
 FORMATS: tuple[str, ...] = ("png", "svg")
 
 
@@ -92,9 +96,14 @@ def _join_words(words: Sequence[str]) -> str:
 
 
 def significant_pairs(
-    posthoc: pl.DataFrame, metric: str, factor: str, levels: Sequence[str]
+    posthoc: pl.DataFrame,
+    metric: str,
+    factor: str,
+    levels: Sequence[str],
+    alpha: float = ALPHA,
 ) -> list[tuple[str, str, float]]:
-    """Post-hoc pairs of ``levels`` with p_adj < 0.05, narrowest span first (for stacking)."""
+    """Post-hoc pairs of ``levels`` with p_adj < ``alpha``, narrowest span first (for
+    stacking)."""
     needed = {"metric", "factor", "level_a", "level_b", "p_adj"}
     if posthoc.height == 0 or not needed <= set(posthoc.columns):
         return []
@@ -102,7 +111,7 @@ def significant_pairs(
         (pl.col("metric") == metric)
         & (pl.col("factor") == factor)
         & pl.col("p_adj").is_not_null()
-        & (pl.col("p_adj") < ALPHA)
+        & (pl.col("p_adj") < alpha)
     ).select("level_a", "level_b", "p_adj")
     pos = {str(level): i for i, level in enumerate(levels)}
     pairs = [
@@ -129,21 +138,22 @@ def _groups(run_metrics: pl.DataFrame, metric: str, factor: str) -> dict[str, np
 
 
 def _draw_groups(ax: Axes, groups: dict[str, np.ndarray]) -> None:
-    """Violins where a density exists; plain points for a single value or a constant group.
+    """Violins where a density means something; points and their median otherwise.
 
-    matplotlib's violinplot runs a Gaussian KDE, which raises on zero variance and draws a
-    misleading shape for one point, so those groups are shown as their raw values.
+    matplotlib's violinplot runs a Gaussian KDE, which raises on zero variance and invents a
+    shape for a handful of points, so a group with fewer than :data:`MIN_VIOLIN_N` values or
+    a constant one is shown as its raw values (jittered) with a bar at the median.
     """
     rng = np.random.default_rng(0)  # fixed jitter: reruns draw identical figures
     violin_data, violin_pos = [], []
     for i, values in enumerate(groups.values()):
-        if values.size >= 2 and np.ptp(values) > 0:
+        if values.size >= MIN_VIOLIN_N and np.ptp(values) > 0:
             violin_data.append(values)
             violin_pos.append(i)
         else:
             jitter = rng.uniform(-0.08, 0.08, values.size) if values.size > 1 else np.zeros(1)
             ax.scatter(i + jitter, values, s=14, color="C0", alpha=0.8, zorder=3)
-            ax.hlines(values[0], i - 0.2, i + 0.2, color="C0", linewidth=1.5)
+            ax.hlines(float(np.median(values)), i - 0.2, i + 0.2, color="C0", linewidth=1.5)
     if violin_data:
         parts = ax.violinplot(violin_data, positions=violin_pos, showmedians=True, widths=0.8)
         for body in parts["bodies"]:
@@ -188,9 +198,11 @@ def plot_violins(
     metric: str,
     out_stem: Path,
     factors: Sequence[str] = FACTORS,
+    alpha: float = ALPHA,
 ) -> list[Path]:
     """One panel per factor: the per-run distribution of ``metric`` by level, with post-hoc
-    significance brackets (p_adj < 0.05) — the layout of the paper's Figures 2–4, 6, 7."""
+    significance brackets (p_adj < ``alpha``) — the layout of the paper's Figures 2–4, 6, 7.
+    Groups of fewer than :data:`MIN_VIOLIN_N` values are drawn as points, not violins."""
     info = METRICS.get(metric, MetricInfo(metric, metric))
     fig = Figure(figsize=(4.2 * len(factors), 4.6), layout="constrained")
     axes = fig.subplots(1, len(factors), squeeze=False)[0]
@@ -201,14 +213,16 @@ def plot_violins(
             _no_data(ax)
             continue
         _draw_groups(ax, groups)
-        _draw_brackets(ax, groups, significant_pairs(posthoc, metric, factor, list(groups)))
+        pairs = significant_pairs(posthoc, metric, factor, list(groups), alpha)
+        _draw_brackets(ax, groups, pairs)
         ax.set_ylabel(info.axis)
         if info.bounded:
             _clip_ticks(ax, 0.0, 1.0)
         ax.grid(axis="y", alpha=0.3)
     fig.suptitle(
         f"{info.title} by {_join_words(list(factors))}\n"
-        "post-hoc pairwise (adjusted p): *** < 0.001, ** < 0.01, * < 0.05",
+        f"post-hoc pairwise (adjusted p < {alpha:g} marked): *** < 0.001, ** < 0.01, * < 0.05; "
+        f"points where a level has < {MIN_VIOLIN_N} runs",
         fontsize=11,
     )
     return save_figure(fig, out_stem)

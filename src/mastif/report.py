@@ -27,6 +27,7 @@ import polars as pl
 from mastif.provenance import PACKAGES, PROVENANCE_COLUMNS, version_column
 
 FACTORS: tuple[str, ...] = ("model", "protocol", "framework")
+#: the default significance level; the tables take the config's ``stats.alpha``
 ALPHA = 0.05
 DASH = "—"
 
@@ -290,7 +291,9 @@ def _test_text(factor: str, test: dict[str, Any] | None) -> str:
     return f"{factor}: {name} {stat}={fmt_num(test['statistic'])}, {p}"
 
 
-def _best_level(groups: pl.DataFrame, test: dict[str, Any] | None, higher: bool) -> tuple[str, Any]:
+def _best_level(
+    groups: pl.DataFrame, test: dict[str, Any] | None, higher: bool, alpha: float = ALPHA
+) -> tuple[str, Any]:
     """The level with the best mean rank, annotated when the ranking is not backed by a test."""
     if groups.height == 0:
         return DASH, None
@@ -301,12 +304,14 @@ def _best_level(groups: pl.DataFrame, test: dict[str, Any] | None, higher: bool)
     tested = test is not None and test["test"] in TEST_NAMES
     if not tested:
         level += " (only level)" if groups.height == 1 else " (not tested)"
-    elif _missing(test["p_value"]) or test["p_value"] >= ALPHA:
+    elif _missing(test["p_value"]) or test["p_value"] >= alpha:
         level += " (n.s.)"
     return level, best["mean_rank"]
 
 
-def best_stacks(stats_tests: pl.DataFrame, stats_groups: pl.DataFrame) -> pl.DataFrame:
+def best_stacks(
+    stats_tests: pl.DataFrame, stats_groups: pl.DataFrame, alpha: float = ALPHA
+) -> pl.DataFrame:
     """Table 6: per metric, the best level of each factor by Kruskal-Wallis/ANOVA mean rank."""
     rows = []
     for metric, (label, rq, higher) in BEST_METRICS.items():
@@ -318,7 +323,7 @@ def best_stacks(stats_tests: pl.DataFrame, stats_groups: pl.DataFrame) -> pl.Dat
             groups = stats_groups.filter(
                 (pl.col("metric") == metric) & (pl.col("factor") == factor)
             )
-            row[factor], row[f"{factor}_mean_rank"] = _best_level(groups, test, higher)
+            row[factor], row[f"{factor}_mean_rank"] = _best_level(groups, test, higher, alpha)
             tests_text.append(_test_text(factor, test))
         row["tests"] = "; ".join(tests_text)
         rows.append(row)
@@ -351,9 +356,13 @@ def kruskal_summary(stats_tests: pl.DataFrame) -> pl.DataFrame:
 
 
 def paper_tables(
-    stacks: pl.DataFrame, stats_tests: pl.DataFrame, stats_groups: pl.DataFrame
+    stacks: pl.DataFrame,
+    stats_tests: pl.DataFrame,
+    stats_groups: pl.DataFrame,
+    alpha: float = ALPHA,
 ) -> dict[str, pl.DataFrame]:
-    """All tables as raw-number DataFrames, keyed by output file stem."""
+    """All tables as raw-number DataFrames, keyed by output file stem; ``alpha``: the level
+    below which Table 6 calls a factor's best level significant."""
     return {
         "table2_task_completion": _stack_table(
             stacks,
@@ -392,7 +401,7 @@ def paper_tables(
             },
         ),
         "table5_social_values": _social_values_table(stacks),
-        "table6_best_stacks": best_stacks(stats_tests, stats_groups),
+        "table6_best_stacks": best_stacks(stats_tests, stats_groups, alpha),
         "table7_protocol_cost": _stack_table(
             stacks,
             {

@@ -13,6 +13,8 @@ rule plot_violins:
         svg="results/plots/violin_{metric}.svg",
     log:
         "logs/plot_violins/{metric}.log",
+    params:
+        alpha=config["stats"]["alpha"],
     script:
         "../scripts/plot_violins.py"
 

@@ -20,5 +20,7 @@ rule write_tables:
         ),
     log:
         "logs/write_tables/write_tables.log",
+    params:
+        alpha=config["stats"]["alpha"],
     script:
         "../scripts/write_tables.py"

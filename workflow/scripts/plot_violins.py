@@ -15,4 +15,5 @@ plot_violins(
     pl.read_parquet(snakemake.input.posthoc),
     snakemake.wildcards.metric,
     Path(snakemake.output.png).with_suffix(""),
+    alpha=snakemake.params.alpha,
 )

@@ -14,6 +14,7 @@ tables = paper_tables(
     pl.read_parquet(snakemake.input.stacks),
     pl.read_parquet(snakemake.input.tests),
     pl.read_parquet(snakemake.input.groups),
+    alpha=snakemake.params.alpha,
 )
 tables["versions"] = versions_table(run_versions(snakemake.input.runs))
 write_tables(tables, Path(snakemake.output.markdown[0]).parent)
