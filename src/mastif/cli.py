@@ -112,6 +112,25 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_power(args: argparse.Namespace) -> int:
+    from mastif.power import format_power, min_detectable_difference
+
+    try:
+        cfg = load_config(
+            config_file(args.config), base_dir=Path.cwd(), base=config_file(args.base)
+        )
+        n_tasks = args.tasks if args.tasks is not None else cfg.tasks.sample_size
+        result = min_detectable_difference(
+            n_tasks, baseline=args.baseline, rho=args.rho, alpha=cfg.stats.alpha,
+            power=args.power, n_sim=args.simulations,
+        )  # fmt: skip
+    except (ConfigError, ValueError, OSError) as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    print(format_power(result))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mastif", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -148,6 +167,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tasks", default=None,
                    help="tasks Parquet to pick the typical task from, e.g. results/tasks.parquet")  # fmt: skip
     p.set_defaults(func=cmd_estimate)
+    p = sub.add_parser(
+        "power",
+        help="the smallest difference in success rate between two stacks this sample can "
+        "detect (paired, exact McNemar, by simulation)",
+    )
+    p.add_argument("config", nargs="?", default=DEFAULT_CONFIG)
+    p.add_argument("--base", default=DEFAULT_CONFIG,
+                   help="config the file overrides (default: %(default)s)")  # fmt: skip
+    p.add_argument("--tasks", type=int, default=None,
+                   help="tasks per stack (default: the config's tasks.sample_size)")  # fmt: skip
+    p.add_argument("--baseline", type=float, default=0.5,
+                   help="success rate of the weaker stack (default: %(default)s)")  # fmt: skip
+    p.add_argument("--rho", type=float, default=0.3,
+                   help="correlation of two stacks' outcomes on a task (default: %(default)s)")  # fmt: skip
+    p.add_argument("--power", type=float, default=0.8, help="default: %(default)s")
+    p.add_argument("--simulations", type=int, default=4000, help="default: %(default)s")
+    p.set_defaults(func=cmd_power)
     args = parser.parse_args(argv)
     return int(args.func(args))
 

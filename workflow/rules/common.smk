@@ -45,6 +45,7 @@ TABLES = [
     "table7_protocol_cost",
     "table8_ground_truth",
     "kruskal_summary",
+    "power",
 ]
 
 

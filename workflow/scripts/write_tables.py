@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
-from mastif.report import paper_tables, run_versions, versions_table, write_tables
+from mastif.report import paper_tables, power_table, run_versions, versions_table, write_tables
 
 tables = paper_tables(
     pl.read_parquet(snakemake.input.stacks),
@@ -17,4 +17,6 @@ tables = paper_tables(
     alpha=snakemake.params.alpha,
 )
 tables["versions"] = versions_table(run_versions(snakemake.input.runs))
+n_tasks = pl.scan_parquet(snakemake.input.runs).select("task_id").unique().collect().height
+tables["power"] = power_table(n_tasks, alpha=snakemake.params.alpha)
 write_tables(tables, Path(snakemake.output.markdown[0]).parent)
