@@ -120,7 +120,11 @@ def metric_where(metric: str) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
     module docstring for the rest."""
     if metric == "TUSR":
         calls = pl.col("n_tool_calls").fill_null(0) > 0
-        return calls & pl.col("n_tool_ok").is_not_null(), pl.col("n_tool_ok"), pl.col("n_tool_calls")
+        return (
+            calls & pl.col("n_tool_ok").is_not_null(),
+            pl.col("n_tool_ok"),
+            pl.col("n_tool_calls"),
+        )
     col = {"SVS": "IVS"}.get(metric, metric)
     if col not in {"TCR", "success", "CT", "V", "IVS"}:
         raise ValueError(f"unknown metric {metric!r}")
@@ -148,9 +152,7 @@ def _finite(x: float) -> float | None:
     return float(x) if np.isfinite(x) else None
 
 
-def _pareto_shares(
-    grid: Grid, counts: np.ndarray, sums: dict[str, np.ndarray]
-) -> np.ndarray:
+def _pareto_shares(grid: Grid, counts: np.ndarray, sums: dict[str, np.ndarray]) -> np.ndarray:
     """Per stack: share of resamples in which it is on the Pareto front."""
     est = {m: _ratio(counts @ sums[m][0], counts @ sums[m][1]) for m in ("TCR", "CT", "V")}
     failed = grid.sums(pl.col("status") != COMPLETED, pl.lit(1.0), pl.lit(0.0))
@@ -206,7 +208,9 @@ def bootstrap_effects(
                 ok = col[np.isfinite(col)]
                 row["ci_low"], row["ci_high"] = (float(v) for v in np.quantile(ok, [q_lo, q_hi]))
                 if ok.size < resamples:
-                    row["note"] = f"interval over the {ok.size} of {resamples} resamples with a value"
+                    row["note"] = (
+                        f"interval over the {ok.size} of {resamples} resamples with a value"
+                    )
             rows.append(row)
     shares = _pareto_shares(grid, counts, sums) if n_t >= MIN_TASKS else None
     for j, stack in enumerate(grid.stacks.iter_rows(named=True)):

@@ -110,7 +110,9 @@ def _row(
         row["accuracy_ci_low"], row["accuracy_ci_high"], _ = _interval(acc_b, confidence)
         row["kappa_ci_low"], row["kappa_ci_high"], m = _interval(kappa_b, confidence)
         if 0 < m < counts.shape[0]:
-            notes.append(f"kappa interval over the {m} of {counts.shape[0]} resamples where defined")
+            notes.append(
+                f"kappa interval over the {m} of {counts.shape[0]} resamples where defined"
+            )
     if n > 0 and kappa is None:
         notes.append("kappa undefined (one label throughout)")
     if kappa is None:
@@ -130,7 +132,10 @@ def judge_validity(
     "model/protocol/framework")."""
     if runs.height == 0:
         row = {k: None for k in JUDGE_VALIDITY_SCHEMA} | {"scope": POOLED, "n": 0, "n_tasks": 0}
-        row |= {"min_kappa": min_kappa, "note": "insufficient: no run; not validated: kappa unknown"}
+        row |= {
+            "min_kappa": min_kappa,
+            "note": "insufficient: no run; not validated: kappa unknown",
+        }
         return pl.DataFrame([row], schema=JUDGE_VALIDITY_SCHEMA)
     grid = Grid.of(runs)
     n_t = len(grid.tasks)
