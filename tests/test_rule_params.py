@@ -57,6 +57,7 @@ READS: dict[str, set[str]] = {
     "judge.node_chars": {JUDGE},
     "judge.tool_chars": {JUDGE},
     "judge.answer_chars": {JUDGE},
+    "judge.min_kappa": {"bootstrap_effects"},
     "protocol_options": {EXEC},  # prompt_format
     "tasks.source": {"sample_tasks"},
     "tasks.path": {"sample_tasks"},
@@ -78,6 +79,9 @@ READS: dict[str, set[str]] = {
     "values.sensitivity_thresholds": {"tag_values"},
     "stats.alpha": {"test_factors", "write_tables", "plot_violins"},
     "stats.p_adjust": {"test_factors"},
+    "stats.bootstrap_resamples": {"bootstrap_effects"},
+    "stats.confidence": {"bootstrap_effects"},
+    "stats.seed": {"bootstrap_effects"},
     "repeats": {EXEC},
     # runs in flight at once: contention changes every run's time
     "execution.concurrency": {EXEC},
@@ -204,7 +208,9 @@ def generic_change(node: dict[str, Any], value: Any) -> Any:
     if "number" in types:
         if value is None:
             return 0.5
-        return value + 0.1 if value + 0.1 <= node.get("maximum", value + 1) else value - 0.1
+        up = value + 0.1
+        fits = up <= node.get("maximum", up) and up < node.get("exclusiveMaximum", up + 1)
+        return up if fits else value - 0.1
     if "string" in types:
         return "x" if value is None else value + "x"
     if "array" in types:

@@ -108,6 +108,7 @@ class JudgeSpec(_Frozen):
     node_chars: int
     tool_chars: int
     answer_chars: int
+    min_kappa: float
 
 
 class ValuesSpec(_Frozen):
@@ -119,6 +120,9 @@ class ValuesSpec(_Frozen):
 class StatsSpec(_Frozen):
     alpha: float
     p_adjust: str
+    bootstrap_resamples: int
+    confidence: float
+    seed: int
 
 
 class HubSpec(_Frozen):

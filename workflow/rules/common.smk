@@ -78,6 +78,10 @@ def get_final_outputs():
         + ["results/metrics/runs.parquet", "results/metrics/stacks.parquet"]
         + expand("results/stats/{name}.parquet", name=["tests", "groups", "posthoc"])
         + expand(
+            "results/stats/{name}.parquet",
+            name=["effects", "repeats", "judge_validity"],
+        )
+        + expand(
             "results/plots/violin_{metric}.{ext}", metric=METRICS, ext=["png", "svg"]
         )
         + expand("results/plots/pareto.{ext}", ext=["png", "svg"])

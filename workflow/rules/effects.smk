@@ -1,0 +1,16 @@
+rule bootstrap_effects:
+    input:
+        runs="results/metrics/runs.parquet",
+    output:
+        effects="results/stats/effects.parquet",
+        repeats="results/stats/repeats.parquet",
+        judge_validity="results/stats/judge_validity.parquet",
+    log:
+        "logs/bootstrap_effects/bootstrap_effects.log",
+    params:
+        bootstrap_resamples=config["stats"]["bootstrap_resamples"],
+        confidence=config["stats"]["confidence"],
+        seed=config["stats"]["seed"],
+        min_kappa=config["judge"]["min_kappa"],
+    script:
+        "../scripts/bootstrap_effects.py"
