@@ -124,6 +124,25 @@ CAPTIONS: dict[str, str] = {
         "Shapiro-Wilk normality of the groups), pooling every run as independent although "
         "every stack ran the same tasks; skipped tests give the reason."
     ),
+    "effects": (
+        "Per stack: each metric's mean with its confidence interval (stats.confidence, "
+        "percentile bootstrap resampling tasks, so stacks stay paired; CT and V over "
+        "completed runs; success from the tasks' checks; SVS = mean IVS of answered, "
+        "completed runs), the number of tasks, and the share of resamples in which the stack "
+        "is on the Pareto front of E (among stacks whose runs all completed). A mean without "
+        "an interval: fewer than 2 tasks. mastif's, not in the paper."
+    ),
+    "repeats": (
+        "Per stack, over the repeats of each task: pass@k (at least one of k repeats "
+        "succeeds, unbiased estimator) and pass^k (all k succeed), the share of tasks whose "
+        "success flips between repeats, and the intraclass correlation (ICC(1)) of success "
+        "and TCR across repeats. Empty with one repeat. mastif's, not in the paper."
+    ),
+    "judge_validity": (
+        "The judge against the tasks' programmatic checks, pooled over every checked run and "
+        "per stack: accuracy and Cohen's κ with bootstrap CIs over tasks and their n; "
+        "validated = pooled κ ≥ judge.min_kappa. mastif's, not in the paper."
+    ),
     "power": (
         "Power before paying (mastif's, not in the paper): the smallest difference in success "
         "rate between two stacks that this sample of tasks detects with the exact McNemar "
@@ -537,14 +556,22 @@ def power_table(n_tasks: int, alpha: float = ALPHA) -> pl.DataFrame:
     )
 
 
-def write_tables(tables: dict[str, pl.DataFrame], out_dir: Path) -> list[Path]:
-    """Write each table as ``{name}.md`` (formatted, captioned) and ``{name}.csv`` (raw)."""
+def write_tables(
+    tables: dict[str, pl.DataFrame],
+    out_dir: Path,
+    warnings: dict[str, str] | None = None,
+) -> list[Path]:
+    """Write each table as ``{name}.md`` (formatted, captioned) and ``{name}.csv`` (raw);
+    ``warnings``: a line put before a table's caption (e.g. an unvalidated judge)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
     for name, df in tables.items():
         md, csv = out_dir / f"{name}.md", out_dir / f"{name}.csv"
-        md.write_text(to_markdown(df, CAPTIONS.get(name, name)), encoding="utf-8")
+        caption = CAPTIONS.get(name, name)
+        if warnings and name in warnings:
+            caption = f"**{warnings[name]}**\n\n{caption}"
+        md.write_text(to_markdown(df, caption), encoding="utf-8")
         df.write_csv(csv)
         paths += [md, csv]
     return paths

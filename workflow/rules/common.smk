@@ -45,6 +45,9 @@ TABLES = [
     "table7_protocol_cost",
     "table8_ground_truth",
     "kruskal_summary",
+    "effects",
+    "repeats",
+    "judge_validity",
     "power",
 ]
 

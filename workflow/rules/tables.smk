@@ -3,6 +3,9 @@ rule write_tables:
         stacks="results/metrics/stacks.parquet",
         tests="results/stats/tests.parquet",
         groups="results/stats/groups.parquet",
+        effects="results/stats/effects.parquet",
+        repeats="results/stats/repeats.parquet",
+        judge_validity="results/stats/judge_validity.parquet",
         # the versions table reads the runs' provenance columns
         runs=get_run_outputs(),
     output:

@@ -9,6 +9,13 @@ from pathlib import Path
 import polars as pl
 
 from mastif.report import paper_tables, power_table, run_versions, versions_table, write_tables
+from mastif.stats_tables import (
+    effects_table,
+    judge_gate,
+    judge_validity_table,
+    repeats_table,
+    with_judge_gate,
+)
 
 tables = paper_tables(
     pl.read_parquet(snakemake.input.stacks),
@@ -19,4 +26,14 @@ tables = paper_tables(
 tables["versions"] = versions_table(run_versions(snakemake.input.runs))
 n_tasks = pl.scan_parquet(snakemake.input.runs).select("task_id").unique().collect().height
 tables["power"] = power_table(n_tasks, alpha=snakemake.params.alpha)
-write_tables(tables, Path(snakemake.output.markdown[0]).parent)
+validity = pl.read_parquet(snakemake.input.judge_validity)
+tables["table2_task_completion"] = with_judge_gate(tables["table2_task_completion"], validity)
+tables["effects"] = effects_table(pl.read_parquet(snakemake.input.effects))
+tables["repeats"] = repeats_table(pl.read_parquet(snakemake.input.repeats))
+tables["judge_validity"] = judge_validity_table(validity)
+_, warning = judge_gate(validity)
+write_tables(
+    tables,
+    Path(snakemake.output.markdown[0]).parent,
+    warnings={"table2_task_completion": warning} if warning else None,
+)
