@@ -32,6 +32,7 @@ include: "workflow/rules/judge.smk"
 include: "workflow/rules/values.smk"
 include: "workflow/rules/metrics.smk"
 include: "workflow/rules/stats.smk"
+include: "workflow/rules/models.smk"
 include: "workflow/rules/plots.smk"
 include: "workflow/rules/tables.smk"
 

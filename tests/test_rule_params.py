@@ -78,6 +78,7 @@ READS: dict[str, set[str]] = {
     "values.sensitivity_thresholds": {"tag_values"},
     "stats.alpha": {"test_factors"},
     "stats.p_adjust": {"test_factors"},
+    "stats.confidence": {"mixed_models"},
     "repeats": {EXEC},
     # runs in flight at once: contention changes every run's time
     "execution.concurrency": {EXEC},
@@ -204,7 +205,9 @@ def generic_change(node: dict[str, Any], value: Any) -> Any:
     if "number" in types:
         if value is None:
             return 0.5
-        return value + 0.1 if value + 0.1 <= node.get("maximum", value + 1) else value - 0.1
+        up = value + 0.1
+        fits = up <= node.get("maximum", up) and up < node.get("exclusiveMaximum", up + 1)
+        return up if fits else value - 0.1
     if "string" in types:
         return "x" if value is None else value + "x"
     if "array" in types:

@@ -119,6 +119,7 @@ class ValuesSpec(_Frozen):
 class StatsSpec(_Frozen):
     alpha: float
     p_adjust: str
+    confidence: float
 
 
 class HubSpec(_Frozen):
