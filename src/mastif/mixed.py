@@ -297,15 +297,11 @@ def _fit_gee_binomial(data: pl.DataFrame, formula: str, alpha: float) -> list[di
         raise _FitFailed("GEE returned no estimates")
     rows = _gee_rows(res, alpha)
     rho = np.atleast_1d(res.cov_struct.dep_params)
-    rows.append(
-        {"term": WITHIN_TASK_CORRELATION, "estimate": rho[0], "converged": res.converged}
-    )
+    rows.append({"term": WITHIN_TASK_CORRELATION, "estimate": rho[0], "converged": res.converged})
     return rows
 
 
-def _fit_ordinal_gee(
-    data: pl.DataFrame, design, alpha: float
-) -> list[dict[str, Any]]:
+def _fit_ordinal_gee(data: pl.DataFrame, design, alpha: float) -> list[dict[str, Any]]:
     from statsmodels.genmod import cov_struct
     from statsmodels.genmod.generalized_estimating_equations import OrdinalGEE
 
@@ -400,6 +396,7 @@ def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
 def mixed_models(
     run_table: pl.DataFrame,
     confidence: float = 0.95,
+    *,
     metrics: Sequence[str] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> pl.DataFrame:
