@@ -80,7 +80,7 @@ READS: dict[str, set[str]] = {
     "stats.alpha": {"test_factors", "write_tables", "plot_violins"},
     "stats.p_adjust": {"test_factors"},
     "stats.bootstrap_resamples": {"bootstrap_effects"},
-    "stats.confidence": {"bootstrap_effects"},
+    "stats.confidence": {"bootstrap_effects", "mixed_models"},
     "stats.seed": {"bootstrap_effects"},
     "repeats": {EXEC},
     # runs in flight at once: contention changes every run's time

@@ -80,6 +80,7 @@ def get_final_outputs():
         + get_values_outputs()
         + ["results/metrics/runs.parquet", "results/metrics/stacks.parquet"]
         + expand("results/stats/{name}.parquet", name=["tests", "groups", "posthoc"])
+        + ["results/stats/mixed_models.parquet"]
         + expand(
             "results/stats/{name}.parquet",
             name=["effects", "repeats", "judge_validity"],
