@@ -76,8 +76,10 @@ READS: dict[str, set[str]] = {
     "values.corpus": {"tag_values"},
     "values.threshold": {"tag_values"},
     "values.sensitivity_thresholds": {"tag_values"},
-    "stats.alpha": {"test_factors"},
+    "stats.alpha": {"test_factors", "blocked_tests"},
     "stats.p_adjust": {"test_factors"},
+    "stats.family_adjust": {"test_factors", "blocked_tests"},
+    "stats.min_n": {"test_factors", "blocked_tests"},
     "repeats": {EXEC},
     # runs in flight at once: contention changes every run's time
     "execution.concurrency": {EXEC},

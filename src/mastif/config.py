@@ -119,6 +119,8 @@ class ValuesSpec(_Frozen):
 class StatsSpec(_Frozen):
     alpha: float
     p_adjust: str
+    family_adjust: str
+    min_n: int
 
 
 class HubSpec(_Frozen):

@@ -75,7 +75,10 @@ def get_final_outputs():
         + get_judged_outputs()
         + get_values_outputs()
         + ["results/metrics/runs.parquet", "results/metrics/stacks.parquet"]
-        + expand("results/stats/{name}.parquet", name=["tests", "groups", "posthoc"])
+        + expand(
+            "results/stats/{name}.parquet",
+            name=["tests", "groups", "posthoc", "blocked_tests", "blocked_pairs"],
+        )
         + expand(
             "results/plots/violin_{metric}.{ext}", metric=METRICS, ext=["png", "svg"]
         )
