@@ -443,6 +443,7 @@ def test_dry_run_in_import_mode_plans_import_and_evaluation_only(pipeline_copy):
     for rule in ("judge_runs", "tag_values"):
         assert jobs[rule] == len(FIXTURE_STACKS)
     assert jobs["aggregate_metrics"] == 1 and jobs["test_factors"] == 1
+    assert jobs["blocked_tests"] == 1
     assert "execute_stack" not in jobs and "sample_tasks" not in jobs and "gather_runs" not in jobs
     for stack in FIXTURE_STACKS:
         assert f"results/runs/{stack.path}.parquet" in out

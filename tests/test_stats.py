@@ -106,7 +106,7 @@ def test_normal_data_uses_anova(normal: dict[str, np.ndarray]) -> None:
 def test_small_group_is_not_shown_normal(normal: dict[str, np.ndarray]) -> None:
     data = dict(normal)
     data["gamma"] = normal["gamma"][:2]  # n < 3: Shapiro impossible
-    out = test_factors(_table(data), metrics=["CT"], factors=["model"])
+    out = test_factors(_table(data), metrics=["CT"], factors=["model"], min_n=2)
     gamma = _one(out, "groups", "CT", "model").filter(pl.col("level") == "gamma").row(0, named=True)
     assert gamma["shapiro_W"] is None and gamma["shapiro_p"] is None
     t = out["tests"].row(0, named=True)
@@ -262,3 +262,48 @@ def test_ct_and_v_are_tested_over_completed_runs_only(skewed: dict[str, np.ndarr
         assert _one(out, "groups", metric, "model")["n"].to_list() == [40, 40, 40]
     # other metrics keep every run: TCR has the 20 timed-out runs in level alpha
     assert _one(out, "groups", "TCR", "model")["n"].to_list() == [60, 40, 40]
+
+
+def test_small_level_is_insufficient_with_null_p(skewed: dict[str, np.ndarray]) -> None:
+    data = {**skewed, "gamma": skewed["gamma"][:3]}
+    out = test_factors(_table(data), metrics=["CT"], factors=["model"], min_n=5)
+    ct = out["tests"].row(0, named=True)
+    assert ct["test"] == "kruskal"
+    assert (ct["statistic"], ct["p_value"], ct["p_adjusted"], ct["effect"]) == (None,) * 4
+    assert ct["note"].startswith("insufficient: n = 3 < min_n 5")
+    assert out["posthoc"].height == 0
+    assert out["groups"].filter(pl.col("metric") == "CT").height == 3  # still described
+    ok = test_factors(_table(data), metrics=["CT"], factors=["model"], min_n=3)
+    assert ok["tests"]["p_value"].item() == pytest.approx(st.kruskal(*data.values()).pvalue)
+
+
+def test_ordinal_scores_always_get_kruskal_with_epsilon2(normal: dict[str, np.ndarray]) -> None:
+    # the same normal data that picks ANOVA for CT gets Kruskal-Wallis for TU, TA, TCR
+    table = _table(normal).with_columns(TU=pl.col("CT"), TA=pl.col("CT"), TCR=pl.col("CT"))
+    out = test_factors(table, metrics=["CT", "TU", "TA", "TCR"], factors=["model"])
+    tests = {r["metric"]: r for r in out["tests"].iter_rows(named=True)}
+    assert tests["CT"]["test"] == "anova"
+    f = st.f_oneway(*normal.values()).statistic
+    n, k = sum(x.size for x in normal.values()), len(normal)
+    assert tests["CT"]["effect_name"] == "eta2"
+    assert tests["CT"]["effect"] == pytest.approx(f * (k - 1) / (f * (k - 1) + n - k))
+    h = st.kruskal(*normal.values()).statistic
+    for metric in ("TU", "TA", "TCR"):
+        t = tests[metric]
+        assert (t["test"], t["all_normal"], t["effect_name"]) == ("kruskal", None, "epsilon2")
+        assert t["statistic"] == pytest.approx(h)
+        assert t["effect"] == pytest.approx((h - k + 1) / (n - k))
+
+
+@pytest.mark.parametrize("method", ["holm", "fdr_bh"])
+def test_family_adjustment_across_omnibus_rows(skewed: dict[str, np.ndarray], method: str) -> None:
+    table = _table(skewed).with_columns(V=pl.col("CT") * 2, TUSR=pl.lit(0.5))
+    out = test_factors(table, metrics=["CT", "V", "TUSR"], factors=["model"], family_adjust=method)
+    tests = out["tests"]
+    with_p = tests.filter(pl.col("p_value").is_not_null())
+    assert with_p.height == 2  # TUSR is constant: skipped, no p, no p_adjusted
+    from statsmodels.stats.multitest import multipletests
+
+    expected = multipletests(with_p["p_value"].to_list(), method=method)[1]
+    assert with_p["p_adjusted"].to_list() == pytest.approx(list(expected))
+    assert tests.filter(pl.col("metric") == "TUSR")["p_adjusted"].item() is None

@@ -120,6 +120,8 @@ class ValuesSpec(_Frozen):
 class StatsSpec(_Frozen):
     alpha: float
     p_adjust: str
+    family_adjust: str
+    min_n: int
     bootstrap_resamples: int
     confidence: float
     seed: int

@@ -314,6 +314,8 @@ def _test_text(factor: str, test: dict[str, Any] | None) -> str:
     if test["test"] not in TEST_NAMES:
         return f"{factor}: skipped ({test.get('note') or 'no reason given'})"
     name, stat = TEST_NAMES[test["test"]]
+    if _missing(test["p_value"]):  # e.g. "insufficient: n = 3 < min_n 5"
+        return f"{factor}: {name} not run ({test.get('note') or 'no p-value'})"
     p = fmt_p(test["p_value"])
     p = f"p {p}" if p.startswith("<") else f"p={p}"
     return f"{factor}: {name} {stat}={fmt_num(test['statistic'])}, {p}"
@@ -329,7 +331,7 @@ def _best_level(
         0, named=True
     )
     level = str(best["level"])
-    tested = test is not None and test["test"] in TEST_NAMES
+    tested = test is not None and test["test"] in TEST_NAMES and not _missing(test["p_value"])
     if not tested:
         level += " (only level)" if groups.height == 1 else " (not tested)"
     elif _missing(test["p_value"]) or test["p_value"] >= alpha:

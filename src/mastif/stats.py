@@ -1,12 +1,20 @@
-"""Significance tests across model, protocol and framework (paper Sections 4.3 and 5).
+"""Significance tests across model, protocol and framework, *as in the paper* (Sections 4.3, 5).
 
-Per (metric, factor): Shapiro-Wilk per level decides between one-way ANOVA (every level
-shown normal) and Kruskal-Wallis (otherwise); Kruskal-Wallis mean ranks name the best level
-(Table 6); Dunn's post-hoc gives the pairwise differences shown in the violin plots. All
-statistics come from scipy / scikit-posthocs; this module only routes data and records the
-results in the ``results/stats/{tests,groups,posthoc}.parquet`` tables of docs/data.md.
-Degenerate inputs (one level, constant values) become a "skipped" row with a note instead of
-an exception, so one empty metric never stops the whole analysis.
+Per (metric, factor), pooling every run as an independent observation (the paper's one-way
+design; :mod:`mastif.blocked` has the tests that respect the task blocks): Shapiro-Wilk per
+level decides between one-way ANOVA (every level shown normal) and Kruskal-Wallis
+(otherwise) for CT, V, TUSR and IVS; the judge's ordinal scores TU, TA and TCR always get
+Kruskal-Wallis (no normality gate). Effect size: ε² = (H - k + 1) / (n - k) for
+Kruskal-Wallis, η² = F·(k - 1) / (F·(k - 1) + n - k) for ANOVA. Kruskal-Wallis mean ranks
+name the best level (Table 6); Dunn's post-hoc gives the pairwise differences shown in the
+violin plots. Small-n guard: when a level has fewer than ``min_n`` values the row keeps its
+test name with null statistic and p and the note "insufficient: n = 3 < min_n 5". The
+omnibus rows with a p form one family, adjusted by Holm or Benjamini-Hochberg
+(``p_adjusted`` beside ``p_value``). All statistics come from scipy / scikit-posthocs /
+statsmodels; this module only routes data and records the results in the
+``results/stats/{tests,groups,posthoc}.parquet`` tables of docs/data.md. Degenerate inputs
+(one level, constant values) become a "skipped" row with a note instead of an exception, so
+one empty metric never stops the whole analysis.
 """
 
 from __future__ import annotations
@@ -43,6 +51,9 @@ HIGHER_IS_BETTER: dict[str, bool] = {
 #: final answer whose values IVS could compare (mastif.values)
 COMPLETED_ONLY: frozenset[str] = frozenset({"CT", "V", "IVS"})
 
+#: the judge's ordinal scores (1-5 anchors, TCR from them): Kruskal-Wallis, no Shapiro gate
+ORDINAL: frozenset[str] = frozenset({"TU", "TA", "TCR"})
+
 
 def metric_runs(run_table: pl.DataFrame, metric: str) -> pl.DataFrame:
     """The runs whose ``metric`` enters the tests and the violins: the completed ones for
@@ -61,6 +72,9 @@ TESTS_SCHEMA: dict[str, pl.DataType] = {
     "p_value": pl.Float64(),
     "all_normal": pl.Boolean(),
     "note": pl.String(),
+    "p_adjusted": pl.Float64(),
+    "effect_name": pl.String(),
+    "effect": pl.Float64(),
 }
 GROUPS_SCHEMA: dict[str, pl.DataType] = {
     "metric": pl.String(),
@@ -145,7 +159,12 @@ def _group_rows(
 
 
 def _test_one(
-    run_table: pl.DataFrame, metric: str, factor: str, alpha: float, p_adjust: str | None
+    run_table: pl.DataFrame,
+    metric: str,
+    factor: str,
+    alpha: float,
+    p_adjust: str | None,
+    min_n: int = 5,
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
     """Tests, groups and post-hoc rows for one (metric, factor)."""
     from scipy import stats as st
@@ -165,6 +184,9 @@ def _test_one(
         "p_value": None,
         "all_normal": None,
         "note": None,
+        "p_adjusted": None,
+        "effect_name": None,
+        "effect": None,
     }
     if not levels:
         test["note"] = f"no non-null {metric} values"
@@ -182,8 +204,23 @@ def _test_one(
         )
         return test, groups, []
 
-    all_normal = all(g["shapiro_p"] is not None and g["shapiro_p"] > alpha for g in groups)
-    test["all_normal"] = all_normal
+    if metric in ORDINAL:
+        all_normal = False  # no normality gate for ordinal scores: Kruskal-Wallis
+    else:
+        all_normal = all(g["shapiro_p"] is not None and g["shapiro_p"] > alpha for g in groups)
+        test["all_normal"] = all_normal
+    name = "anova" if all_normal else "kruskal"
+    test["effect_name"] = "eta2" if all_normal else "epsilon2"
+    small = [g for g in groups if g["n"] < min_n]
+    if small:
+        n_min = min(g["n"] for g in small)
+        test["test"] = name
+        test["note"] = (
+            f"insufficient: n = {n_min} < min_n {min_n} ({factor} "
+            + ", ".join(f"{g['level']}: {g['n']}" for g in small)
+            + ")"
+        )
+        return test, groups, []
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -199,7 +236,13 @@ def _test_one(
             f"{'anova' if all_normal else 'kruskal'} undefined on these data (NaN result)"
         )
         return test, groups, []
-    test.update(test="anova" if all_normal else "kruskal", statistic=statistic, p_value=p_value)
+    n, k = values.size, len(levels)
+    effect = (
+        statistic * (k - 1) / (statistic * (k - 1) + n - k)  # η² from F
+        if all_normal
+        else (statistic - k + 1) / (n - k)  # ε² of Kruskal-Wallis
+    )
+    test.update(test=name, statistic=statistic, p_value=p_value, effect=_float(effect))
     return test, groups, _dunn(metric, factor, data, p_adjust)
 
 
@@ -233,28 +276,47 @@ def test_factors(
     factors: Sequence[str] = FACTORS,
     alpha: float = 0.05,
     p_adjust: str | None = "holm",
+    min_n: int = 5,
+    family_adjust: str = "holm",
 ) -> dict[str, pl.DataFrame]:
-    """Shapiro-Wilk → ANOVA or Kruskal-Wallis → Dunn for every (metric, factor).
+    """The paper's tests: Shapiro-Wilk → ANOVA or Kruskal-Wallis → Dunn per (metric, factor).
 
     Returns {"tests", "groups", "posthoc"} with the fixed schemas of docs/data.md. Nulls
     of a metric are dropped per metric (e.g. judge-failed TCR, TUSR of runs without calls);
-    CT and V are tested over completed runs only (:func:`metric_runs`).
-    ``p_adjust`` is passed to ``scikit_posthocs.posthoc_dunn`` (None: unadjusted).
+    CT and V are tested over completed runs only (:func:`metric_runs`). TU, TA and TCR always
+    get Kruskal-Wallis. A level with fewer than ``min_n`` values: no statistic, no p, the
+    note says "insufficient". ``p_adjust`` is passed to ``scikit_posthocs.posthoc_dunn``
+    (None: unadjusted); ``family_adjust`` (a statsmodels ``multipletests`` method: "holm",
+    "fdr_bh") adjusts the omnibus p-values across all rows that have one (``p_adjusted``).
     """
     tests: list[dict[str, Any]] = []
     groups: list[dict[str, Any]] = []
     posthoc: list[dict[str, Any]] = []
     for metric in metrics:
         for factor in factors:
-            t, g, p = _test_one(run_table, metric, factor, alpha, p_adjust)
+            t, g, p = _test_one(run_table, metric, factor, alpha, p_adjust, min_n)
             tests.append(t)
             groups.extend(g)
             posthoc.extend(p)
+    adjust_family(tests, family_adjust)
     return {
         "tests": pl.DataFrame(tests, schema=TESTS_SCHEMA),
         "groups": pl.DataFrame(groups, schema=GROUPS_SCHEMA),
         "posthoc": pl.DataFrame(posthoc, schema=POSTHOC_SCHEMA),
     }
+
+
+def adjust_family(rows: list[dict[str, Any]], method: str) -> list[dict[str, Any]]:
+    """Set ``p_adjusted`` (statsmodels' ``multipletests``) on the rows that have a
+    ``p_value``, adjusting them as one family; rows without a p keep a null. In place."""
+    from statsmodels.stats.multitest import multipletests
+
+    idx = [i for i, r in enumerate(rows) if r["p_value"] is not None]
+    if idx:
+        adjusted = multipletests([rows[i]["p_value"] for i in idx], method=method)[1]
+        for i, p in zip(idx, adjusted, strict=True):
+            rows[i]["p_adjusted"] = _float(p)
+    return rows
 
 
 # Keep pytest from collecting the public API function as a test when imported into a test.

@@ -79,11 +79,19 @@ def get_final_outputs():
         + get_judged_outputs()
         + get_values_outputs()
         + ["results/metrics/runs.parquet", "results/metrics/stacks.parquet"]
-        + expand("results/stats/{name}.parquet", name=["tests", "groups", "posthoc"])
-        + ["results/stats/mixed_models.parquet"]
         + expand(
             "results/stats/{name}.parquet",
-            name=["effects", "repeats", "judge_validity"],
+            name=[
+                "tests",
+                "groups",
+                "posthoc",
+                "blocked_tests",
+                "blocked_pairs",
+                "mixed_models",
+                "effects",
+                "repeats",
+                "judge_validity",
+            ],
         )
         + expand(
             "results/plots/violin_{metric}.{ext}", metric=METRICS, ext=["png", "svg"]

@@ -1,4 +1,5 @@
-"""Bridge: Shapiro-Wilk, ANOVA / Kruskal-Wallis and Dunn per metric and factor (mastif.stats)."""
+"""Bridge: the paper's tests (Shapiro-Wilk, ANOVA / Kruskal-Wallis, Dunn) per metric and
+factor (mastif.stats)."""
 
 from mastif.logsetup import log_to
 
@@ -12,6 +13,8 @@ results = test_factors(
     pl.read_parquet(snakemake.input.runs),
     alpha=snakemake.params.alpha,
     p_adjust=snakemake.params.p_adjust,
+    min_n=snakemake.params.min_n,
+    family_adjust=snakemake.params.family_adjust,
 )
 for name in ("tests", "groups", "posthoc"):
     results[name].write_parquet(snakemake.output[name])

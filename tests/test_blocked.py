@@ -1,0 +1,261 @@
+"""Blocked tests (mastif.blocked) agree with scipy / statsmodels on synthetic crossed data."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import polars as pl
+import pytest
+from scipy import stats as st
+from statsmodels.stats.contingency_tables import cochrans_q, mcnemar
+from statsmodels.stats.multitest import multipletests
+
+from mastif.blocked import (
+    PAIRS_SCHEMA,
+    TESTS_SCHEMA,
+    blocked_tests,
+    kendalls_w,
+    rank_biserial,
+)
+
+MODELS = ["m1", "m2"]
+PROTOCOLS = ["a2a", "mcp", "standard"]
+FRAMEWORKS = ["crewai", "langchain", "langgraph", "sk"]
+
+
+def _runs(
+    n_tasks: int = 12,
+    repeats: int = 1,
+    seed: int = 0,
+    ct_effect: dict[str, float] | None = None,
+    success_effect: dict[str, float] | None = None,
+    models: list[str] = MODELS,
+) -> pl.DataFrame:
+    """A crossed experiment: every stack runs every task and repeat; task effects + noise."""
+    rng = np.random.default_rng(seed)
+    ct_effect = ct_effect or {}
+    success_effect = success_effect or {}
+    task_ct = rng.lognormal(3.0, 0.6, n_tasks)
+    task_p = rng.uniform(0.2, 0.8, n_tasks)
+    rows = []
+    for t, r, m, p, f in itertools.product(
+        range(n_tasks), range(repeats), models, PROTOCOLS, FRAMEWORKS
+    ):
+        ct = task_ct[t] * rng.lognormal(0.0, 0.3) * ct_effect.get(p, 1.0)
+        prob = min(1.0, task_p[t] + success_effect.get(p, 0.0))
+        rows.append(
+            {
+                "run_id": f"{m}-{p}-{f}-{t}-{r}",
+                "model": m,
+                "protocol": p,
+                "framework": f,
+                "task_id": f"t{t:02d}",
+                "repeat": r,
+                "status": "ok",
+                "CT": float(ct),
+                "TCR": float(rng.integers(1, 6) / 5),
+                "success": bool(rng.random() < prob),
+            }
+        )
+    return pl.DataFrame(rows)
+
+
+def _row(df: pl.DataFrame, metric: str, factor: str) -> dict:
+    return df.filter((pl.col("metric") == metric) & (pl.col("factor") == factor)).row(0, named=True)
+
+
+def _matrix(runs: pl.DataFrame, metric: str, factor: str) -> tuple[np.ndarray, list[str]]:
+    """Reference collapse written independently: mean over the other factors' stacks."""
+    levels = sorted(runs[factor].unique().to_list())
+    cells = runs.group_by("task_id", "repeat", factor).agg(pl.col(metric).mean())
+    blocks = sorted(set(zip(cells["task_id"], cells["repeat"], strict=True)))
+    lookup = {
+        (t, r, lv): v
+        for t, r, lv, v in zip(
+            cells["task_id"], cells["repeat"], cells[factor], cells[metric], strict=True
+        )
+    }
+    return np.array([[lookup[(t, r, lv)] for lv in levels] for t, r in blocks]), levels
+
+
+def test_friedman_and_kendalls_w_match_scipy() -> None:
+    runs = _runs(seed=1)
+    out = blocked_tests(runs, metrics=["CT"], factors=["protocol", "framework"])
+    assert out["tests"].schema == pl.Schema(TESTS_SCHEMA)
+    assert out["pairs"].schema == pl.Schema(PAIRS_SCHEMA)
+    for factor in ("protocol", "framework"):
+        x, levels = _matrix(runs, "CT", factor)
+        ref = st.friedmanchisquare(*x.T)
+        row = _row(out["tests"], "CT", factor)
+        n, k = x.shape
+        assert (row["test"], row["n_blocks"], row["n_levels"], row["note"]) == (
+            "friedman",
+            12,
+            len(levels),
+            None,
+        )
+        assert row["statistic"] == pytest.approx(ref.statistic, rel=1e-12)
+        assert row["p_value"] == pytest.approx(ref.pvalue, rel=1e-12)
+        assert row["df"] == k - 1
+        # Kendall's W by hand, from the rank sums (no ties in continuous CT)
+        ranks = np.apply_along_axis(st.rankdata, 1, x)
+        s = ((ranks.sum(axis=0) - n * (k + 1) / 2) ** 2).sum()
+        w = 12 * s / (n**2 * (k**3 - k))
+        assert row["effect_name"] == "kendalls_w"
+        assert row["effect"] == pytest.approx(w, rel=1e-12)
+        assert kendalls_w(ref.statistic, n, k) == pytest.approx(w, rel=1e-12)
+
+
+def test_two_levels_use_wilcoxon_as_omnibus_with_rank_biserial() -> None:
+    runs = _runs(seed=2)
+    out = blocked_tests(runs, metrics=["CT"], factors=["model"])
+    x, _ = _matrix(runs, "CT", "model")
+    row = _row(out["tests"], "CT", "model")
+    ref = st.wilcoxon(x[:, 0], x[:, 1])
+    assert row["test"] == "wilcoxon (2 levels)"
+    assert row["statistic"] == pytest.approx(ref.statistic)
+    assert row["p_value"] == pytest.approx(ref.pvalue, rel=1e-12)
+    # rank-biserial by hand: (R+ - R-) / total rank sum
+    d = x[:, 0] - x[:, 1]
+    r = st.rankdata(np.abs(d))
+    assert row["effect"] == pytest.approx((r[d > 0].sum() - r[d < 0].sum()) / r.sum())
+    pair = out["pairs"].row(0, named=True)
+    assert (pair["level_a"], pair["level_b"], pair["n_pairs"]) == ("m1", "m2", 12)
+    assert pair["p_value"] == pytest.approx(ref.pvalue, rel=1e-12)
+    assert pair["p_adjusted"] == pytest.approx(ref.pvalue, rel=1e-12)  # a family of one
+
+
+def test_rank_biserial_extremes() -> None:
+    a = np.array([3.0, 4.0, 5.0, 6.0])
+    assert rank_biserial(a, a - 1) == 1.0
+    assert rank_biserial(a - 1, a) == -1.0
+    assert rank_biserial(a, a) is None
+
+
+def test_cochrans_q_matches_statsmodels_with_stack_blocks() -> None:
+    runs = _runs(seed=3)
+    out = blocked_tests(runs, metrics=["success"], factors=["protocol"])
+    # blocks: (task, repeat, model, framework), values stay 0/1
+    wide = runs.with_columns(pl.col("success").cast(pl.Int64)).pivot(
+        on="protocol", index=["task_id", "repeat", "model", "framework"], values="success"
+    )
+    x = wide.select(PROTOCOLS).to_numpy()
+    ref = cochrans_q(x)
+    row = _row(out["tests"], "success", "protocol")
+    assert (row["test"], row["n_blocks"], row["n_levels"]) == ("cochran_q", 12 * 2 * 4, 3)
+    assert row["statistic"] == pytest.approx(ref.statistic, rel=1e-12)
+    assert row["p_value"] == pytest.approx(ref.pvalue, rel=1e-12)
+    assert row["df"] == ref.df == 2
+    n, k = x.shape
+    assert row["effect_name"] == "eta2_Q"
+    assert row["effect"] == pytest.approx(ref.statistic / (n * (k - 1)))
+    # Cochran's Q is Friedman's (tie-corrected) statistic on 0/1 data
+    informative = x[x.min(axis=1) != x.max(axis=1)]
+    assert ref.statistic == pytest.approx(st.friedmanchisquare(*informative.T).statistic)
+
+    # pairs: exact McNemar, difference in success rates, Holm within (success, protocol)
+    pairs = out["pairs"].sort("level_a", "level_b")
+    raw = []
+    for r in pairs.iter_rows(named=True):
+        ia, ib = PROTOCOLS.index(r["level_a"]), PROTOCOLS.index(r["level_b"])
+        a, b = x[:, ia], x[:, ib]
+        table = [[np.sum((a == 1) & (b == 1)), np.sum((a == 1) & (b == 0))]]
+        table.append([np.sum((a == 0) & (b == 1)), np.sum((a == 0) & (b == 0))])
+        ref_pair = mcnemar(np.array(table), exact=True)
+        assert r["test"] == "mcnemar_exact" and r["n_pairs"] == n
+        assert r["statistic"] == pytest.approx(ref_pair.statistic)
+        assert r["p_value"] == pytest.approx(ref_pair.pvalue, rel=1e-12)
+        assert r["effect"] == pytest.approx(a.mean() - b.mean())
+        raw.append(ref_pair.pvalue)
+    expected = multipletests(raw, method="holm")[1]
+    assert pairs["p_adjusted"].to_list() == pytest.approx(list(expected), rel=1e-12)
+
+
+def test_planted_effect_is_detected_and_null_factor_is_not() -> None:
+    runs = _runs(
+        n_tasks=20, seed=4, ct_effect={"mcp": 1.3}, success_effect={"mcp": 0.3}, models=["m1"]
+    )
+    out = blocked_tests(runs, metrics=["CT", "success"], factors=["protocol"])
+    ct = _row(out["tests"], "CT", "protocol")
+    assert ct["p_value"] < 0.05 and ct["p_adjusted"] < 0.05
+    assert _row(out["tests"], "success", "protocol")["p_value"] < 0.05
+    pairs = out["pairs"].filter(pl.col("metric") == "CT")
+    mcp = pairs.filter((pl.col("level_a") == "a2a") & (pl.col("level_b") == "mcp")).row(
+        0, named=True
+    )
+    assert mcp["p_adjusted"] < 0.05 and mcp["effect"] < 0  # a2a faster than mcp
+    # the model factor has a single level: no row
+    assert out["tests"].filter(pl.col("factor") == "model").height == 0
+
+
+def test_small_n_is_insufficient_with_null_p() -> None:
+    runs = _runs(n_tasks=3, seed=5)
+    out = blocked_tests(runs, metrics=["CT", "TCR"], factors=["protocol"], min_n=5)
+    for metric in ("CT", "TCR"):
+        row = _row(out["tests"], metric, "protocol")
+        assert row["test"] == "friedman"
+        assert (row["statistic"], row["p_value"], row["p_adjusted"], row["effect"]) == (
+            None,
+            None,
+            None,
+            None,
+        )
+        assert row["note"] == "insufficient: n = 3 < min_n 5"
+    assert out["pairs"].height == 6
+    assert out["pairs"]["p_value"].null_count() == 6
+    assert set(out["pairs"]["note"]) == {"insufficient: n = 3 < min_n 5"}
+    # success's blocks are (task, repeat, model, framework): 3 x 2 x 4 = 24 >= 5
+    ok = blocked_tests(runs, metrics=["success"], factors=["protocol"], min_n=5)
+    assert _row(ok["tests"], "success", "protocol")["p_value"] is not None
+    # lowering min_n lets the test run
+    low = blocked_tests(runs, metrics=["CT"], factors=["protocol"], min_n=3)
+    assert _row(low["tests"], "CT", "protocol")["p_value"] is not None
+
+
+def test_ct_uses_completed_runs_and_incomplete_blocks_are_dropped() -> None:
+    runs = _runs(seed=6)
+    # every run of task t00 on protocol mcp times out: that block lacks a level for CT
+    cut = (pl.col("task_id") == "t00") & (pl.col("protocol") == "mcp")
+    runs = runs.with_columns(
+        status=pl.when(cut).then(pl.lit("timeout")).otherwise(pl.col("status")),
+        CT=pl.when(cut).then(0.001).otherwise(pl.col("CT")),
+    )
+    out = blocked_tests(runs, metrics=["CT", "TCR"], factors=["protocol"])
+    assert _row(out["tests"], "CT", "protocol")["n_blocks"] == 11
+    assert _row(out["tests"], "TCR", "protocol")["n_blocks"] == 12  # all runs for TCR
+    x, _ = _matrix(runs.filter(pl.col("task_id") != "t00"), "CT", "protocol")
+    assert _row(out["tests"], "CT", "protocol")["statistic"] == pytest.approx(
+        st.friedmanchisquare(*x.T).statistic
+    )
+    pairs = out["pairs"].filter(pl.col("metric") == "CT")
+    keys = zip(pairs["level_a"], pairs["level_b"], strict=True)
+    n_pairs = dict(zip(keys, pairs["n_pairs"], strict=True))
+    assert n_pairs == {("a2a", "mcp"): 11, ("a2a", "standard"): 12, ("mcp", "standard"): 11}
+
+
+@pytest.mark.parametrize("method", ["holm", "fdr_bh"])
+def test_family_adjustment_equals_multipletests(method: str) -> None:
+    runs = _runs(n_tasks=15, repeats=2, seed=7, ct_effect={"mcp": 1.2})
+    out = blocked_tests(runs, metrics=["CT", "TCR", "success"], family_adjust=method)
+    tests = out["tests"]
+    assert tests.height == 9 and tests["p_value"].null_count() == 0
+    assert _row(tests, "CT", "protocol")["n_blocks"] == 30  # task x repeat
+    expected = multipletests(tests["p_value"].to_list(), method=method)[1]
+    assert tests["p_adjusted"].to_list() == pytest.approx(list(expected), rel=1e-12)
+    assert (tests["p_adjusted"] >= tests["p_value"]).all()
+
+
+def test_degenerate_and_empty_inputs() -> None:
+    runs = _runs(seed=8).with_columns(TUSR=pl.lit(1.0), IVS=pl.lit(None, pl.Float64))
+    out = blocked_tests(runs, metrics=["TUSR", "IVS"], factors=["protocol"])
+    tusr = _row(out["tests"], "TUSR", "protocol")
+    assert tusr["p_value"] is None and "identical" in tusr["note"]
+    ivs = _row(out["tests"], "IVS", "protocol")
+    assert ivs["n_blocks"] == 0 and ivs["note"].startswith("insufficient: n = 0")
+    assert out["pairs"].filter(pl.col("metric") == "TUSR")["p_value"].null_count() == 3
+    empty = blocked_tests(runs.head(0))
+    assert empty["tests"].height == 0 and empty["tests"].schema == pl.Schema(TESTS_SCHEMA)
+    assert empty["pairs"].height == 0 and empty["pairs"].schema == pl.Schema(PAIRS_SCHEMA)
+    with pytest.raises(ValueError, match="family_adjust"):
+        blocked_tests(runs, family_adjust="bonferroni")
