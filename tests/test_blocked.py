@@ -11,6 +11,7 @@ from scipy import stats as st
 from statsmodels.stats.contingency_tables import cochrans_q, mcnemar
 from statsmodels.stats.multitest import multipletests
 
+from mastif import blocked
 from mastif.blocked import (
     PAIRS_SCHEMA,
     TESTS_SCHEMA,
@@ -79,7 +80,8 @@ def _matrix(runs: pl.DataFrame, metric: str, factor: str) -> tuple[np.ndarray, l
     return np.array([[lookup[(t, r, lv)] for lv in levels] for t, r in blocks]), levels
 
 
-def test_friedman_and_kendalls_w_match_scipy() -> None:
+def test_friedman_and_kendalls_w_match_scipy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(blocked, "PERMUTATIONS", 1999)  # the reference loops in Python
     runs = _runs(seed=1)
     out = blocked_tests(runs, metrics=["CT"], factors=["protocol", "framework"])
     assert out["tests"].schema == pl.Schema(TESTS_SCHEMA)
@@ -96,7 +98,16 @@ def test_friedman_and_kendalls_w_match_scipy() -> None:
             None,
         )
         assert row["statistic"] == pytest.approx(ref.statistic, rel=1e-12)
-        assert row["p_value"] == pytest.approx(ref.pvalue, rel=1e-12)
+        # 12 blocks < PERMUTATION_BELOW: the p is a within-block permutation p, equal to one
+        # computed with Friedman's own statistic on the same shuffles
+        perm = st.permutation_test(
+            tuple(x.T), lambda *s: st.friedmanchisquare(*s).statistic,
+            permutation_type="samples", vectorized=False, n_resamples=1999,
+            alternative="greater", random_state=0,
+        )  # fmt: skip
+        assert row["p_method"].startswith("permutation")
+        assert row["p_value"] == pytest.approx(perm.pvalue, rel=1e-12)
+        assert row["p_value"] == pytest.approx(ref.pvalue, abs=0.05)  # near the chi2 one
         assert row["df"] == k - 1
         # Kendall's W by hand, from the rank sums (no ties in continuous CT)
         ranks = np.apply_along_axis(st.rankdata, 1, x)
@@ -259,3 +270,19 @@ def test_degenerate_and_empty_inputs() -> None:
     assert empty["pairs"].height == 0 and empty["pairs"].schema == pl.Schema(PAIRS_SCHEMA)
     with pytest.raises(ValueError, match="family_adjust"):
         blocked_tests(runs, family_adjust="bonferroni")
+
+
+def test_the_rank_sum_permutation_p_is_cochrans_q_permutation_p_on_binary_data() -> None:
+    from statsmodels.stats.contingency_tables import cochrans_q
+
+    rng = np.random.default_rng(3)
+    x = (rng.random((15, 3)) < np.array([0.3, 0.5, 0.8])).astype(int)
+
+    def q(*samples: np.ndarray) -> float:
+        return cochrans_q(np.column_stack(samples)).statistic
+
+    ref = st.permutation_test(
+        tuple(x.T), q, permutation_type="samples", vectorized=False, n_resamples=999,
+        alternative="greater", random_state=5,
+    )  # fmt: skip
+    assert blocked.permutation_p(x, seed=5, n_resamples=999) == pytest.approx(ref.pvalue)

@@ -25,6 +25,14 @@ that have a p form one family, adjusted by Holm or Benjamini-Hochberg (``family_
 
 Small-n guard: a row with fewer than ``min_n`` complete blocks (pairs) keeps its test name,
 has null statistic and p, and the note ``insufficient: n = 3 < min_n 5``. No normality gate.
+Friedman's and Cochran's chi-square p-values are asymptotic; below :data:`PERMUTATION_BELOW`
+complete blocks the omnibus p is a within-block permutation p instead
+(``scipy.stats.permutation_test``, ``permutation_type="samples"``: each block's values are
+shuffled among the levels, seeded). Its statistic is the sum of squared rank sums, which is
+a monotone function of both Friedman's chi2 and Cochran's Q when every block keeps its ties
+(as a within-block shuffle does), so the p is that of either test. The two-level tests
+(Wilcoxon ``method="auto"``, exact McNemar) are exact for small n already. ``p_method``
+says which p a row has.
 A test that cannot run (no variance, every block tied) says so in ``note`` with null numbers.
 """
 
@@ -57,6 +65,7 @@ TESTS_SCHEMA: dict[str, pl.DataType] = {
     "df": pl.Float64(),
     "p_value": pl.Float64(),
     "p_adjusted": pl.Float64(),
+    "p_method": pl.String(),
     "effect_name": pl.String(),
     "effect": pl.Float64(),
     "note": pl.String(),
@@ -83,6 +92,33 @@ COCHRAN = "cochran_q"
 MCNEMAR_OMNIBUS = "mcnemar_exact (2 levels)"
 WILCOXON = "wilcoxon"
 MCNEMAR = "mcnemar_exact"
+
+#: fewer complete blocks than this: Friedman / Cochran's Q p by permutation, not chi2
+PERMUTATION_BELOW = 30
+PERMUTATIONS = 9999
+ASYMPTOTIC = "asymptotic chi2"
+EXACT = "exact"
+
+
+def _rank_sum_statistic(*samples: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Sum over levels of the squared within-block rank sums (vectorised for
+    ``permutation_test``: each sample is one level, blocks along ``axis``)."""
+    from scipy.stats import rankdata
+
+    x = np.stack([np.moveaxis(s, axis, -1) for s in samples], axis=-1)  # (..., n, k)
+    return (rankdata(x, axis=-1).sum(axis=-2) ** 2).sum(axis=-1)
+
+
+def permutation_p(x: np.ndarray, seed: int, n_resamples: int | None = None) -> float:
+    """Within-block permutation p of Friedman's chi2 / Cochran's Q on ``x`` (n x k), from
+    ``n_resamples`` (default :data:`PERMUTATIONS`) shuffles."""
+    from scipy.stats import permutation_test
+
+    res = permutation_test(
+        tuple(x.T), _rank_sum_statistic, permutation_type="samples", vectorized=True,
+        n_resamples=n_resamples or PERMUTATIONS, alternative="greater", random_state=seed,
+    )  # fmt: skip
+    return float(res.pvalue)
 
 
 def _float(x: Any) -> float | None:
@@ -193,7 +229,9 @@ def _mcnemar(a: np.ndarray, b: np.ndarray) -> tuple[float | None, float | None, 
     return _float(res.statistic), _float(res.pvalue), None
 
 
-def _omnibus(metric: str, factor: str, x: np.ndarray, n_levels: int, min_n: int) -> dict[str, Any]:
+def _omnibus(
+    metric: str, factor: str, x: np.ndarray, n_levels: int, min_n: int, seed: int = 0
+) -> dict[str, Any]:
     """The omnibus row from the complete-block matrix ``x`` (n_blocks x k)."""
     n, k = x.shape
     binary = metric in BINARY
@@ -213,6 +251,7 @@ def _omnibus(metric: str, factor: str, x: np.ndarray, n_levels: int, min_n: int)
         "df": None,
         "p_value": None,
         "p_adjusted": None,
+        "p_method": None,
         "effect_name": effect_name,
         "effect": None,
         "note": None,
@@ -230,7 +269,7 @@ def _omnibus(metric: str, factor: str, x: np.ndarray, n_levels: int, min_n: int)
         a, b = x[:, 0], x[:, 1]
         stat, p, note = _mcnemar(a, b) if binary else _wilcoxon(a, b)
         effect = float(a.mean() - b.mean()) if binary else rank_biserial(a, b)
-        row.update(statistic=stat, p_value=p, note=note, effect=effect)
+        row.update(statistic=stat, p_value=p, note=note, effect=effect, p_method=EXACT)
         return row
     if binary:
         from statsmodels.stats.contingency_tables import cochrans_q
@@ -247,7 +286,11 @@ def _omnibus(metric: str, factor: str, x: np.ndarray, n_levels: int, min_n: int)
     if stat is None or p is None:
         row["note"] = f"{test} undefined on these data (NaN result)"
         return row
-    row.update(statistic=stat, df=df, p_value=p, effect=kendalls_w(stat, n, k))
+    method = ASYMPTOTIC
+    if n < PERMUTATION_BELOW:
+        p = permutation_p(x, seed)
+        method = f"permutation ({PERMUTATIONS:,} within-block shuffles)"
+    row.update(statistic=stat, df=df, p_value=p, effect=kendalls_w(stat, n, k), p_method=method)
     return row
 
 
@@ -297,13 +340,14 @@ def blocked_tests(
     factors: Sequence[str] = FACTORS,
     min_n: int = 5,
     family_adjust: str = "holm",
+    seed: int = 0,
 ) -> dict[str, pl.DataFrame]:
     """Blocked omnibus and pairwise tests for every (metric, factor) with >= 2 levels.
 
     Returns {"tests", "pairs"} with the fixed schemas :data:`TESTS_SCHEMA` and
     :data:`PAIRS_SCHEMA` (docs/data.md). A factor with one level in the design gets no row.
     ``family_adjust`` ("holm" or "fdr_bh") adjusts the omnibus rows' p across all of them;
-    pairs are Holm-adjusted within their (metric, factor).
+    pairs are Holm-adjusted within their (metric, factor). ``seed``: of the permutation p's.
     """
     if family_adjust not in FAMILY_ADJUST:
         raise ValueError(f"family_adjust must be one of {FAMILY_ADJUST}, not {family_adjust!r}")
@@ -321,7 +365,8 @@ def blocked_tests(
                 continue
             wide, _ = block_matrix(run_table, metric, factor)
             missing = [lv for lv in levels if lv not in wide.columns]
-            row = _omnibus(metric, factor, _complete(wide, levels), len(levels), min_n)
+            x = _complete(wide, levels)
+            row = _omnibus(metric, factor, x, len(levels), min_n, seed)
             if missing and row["note"] is not None and row["note"].startswith("insufficient"):
                 row["note"] += f" (no {metric} data for {factor} {', '.join(missing)})"
             tests.append(row)

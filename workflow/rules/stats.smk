@@ -28,5 +28,7 @@ rule blocked_tests:
         alpha=config["stats"]["alpha"],
         min_n=config["stats"]["min_n"],
         family_adjust=config["stats"]["family_adjust"],
+        # the permutation p's of small samples
+        seed=config["stats"]["seed"],
     script:
         "../scripts/blocked_tests.py"

@@ -14,6 +14,7 @@ results = blocked_tests(
     pl.read_parquet(snakemake.input.runs),
     min_n=snakemake.params.min_n,
     family_adjust=snakemake.params.family_adjust,
+    seed=snakemake.params.seed,
 )
 results["tests"].write_parquet(snakemake.output.tests)
 results["pairs"].write_parquet(snakemake.output.pairs)
