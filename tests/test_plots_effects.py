@@ -115,6 +115,16 @@ def test_whiskers_only_for_stacks_with_an_interval(
     assert hollow.get_offsets().tolist() == [[0.2, 2.0]]
     assert len(hollow.get_facecolors()) == 0 or hollow.get_facecolors()[0][3] == 0
     assert any("no interval: fewer than 2 tasks" in t for t in _texts(fig))
+    assert "no interval: fewer than 2 tasks" in fig.get_suptitle()
+
+
+def test_no_interval_note_only_when_a_stack_lacks_one(
+    effects: pl.DataFrame, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    full = effects.filter(pl.col("ci_low").is_not_null() | pl.col("mean").is_null())
+    fig = _drawn(full, monkeypatch)
+    assert "no interval" not in fig.get_suptitle()
+    assert all(_hollow(ax) == 0 for ax in fig.axes)
 
 
 def test_same_stack_order_and_labels(

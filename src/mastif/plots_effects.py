@@ -70,6 +70,17 @@ def _metric_rows(
     return [found.get(stack, (None, None, None)) for stack in stacks]
 
 
+def _hollow_count(effects: pl.DataFrame, metric: str) -> int:
+    """Rows of ``metric`` with a mean but no interval."""
+    if effects.height == 0:
+        return 0
+    return effects.filter(
+        (pl.col("metric") == metric)
+        & pl.col("mean").is_not_null()
+        & (pl.col("ci_low").is_null() | pl.col("ci_high").is_null())
+    ).height
+
+
 def _finite(x: float | None) -> float | None:
     return None if x is None or not np.isfinite(x) else float(x)
 
@@ -145,8 +156,10 @@ def plot_effects(effects: pl.DataFrame, out_stem: Path, confidence: float = 0.95
         axes[k // ncols][k % ncols].set_visible(False)
     if stacks:
         fig.supylabel("stack (model, protocol, framework)", fontsize=10)
+    hollow = sum(_hollow_count(effects, metric) for metric in EFFECT_METRICS)
     fig.suptitle(
-        f"Per-stack means, {confidence * 100:g}% CI over tasks (bootstrap)",
+        f"Per-stack means, {confidence * 100:g}% CI over tasks (bootstrap)"
+        + (f"\nhollow marker, {NO_INTERVAL}" if hollow else ""),
         fontsize=12,
     )
     fig.legend(
