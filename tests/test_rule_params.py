@@ -82,7 +82,7 @@ READS: dict[str, set[str]] = {
     "stats.family_adjust": {"test_factors", "blocked_tests"},
     "stats.min_n": {"test_factors", "blocked_tests"},
     "stats.bootstrap_resamples": {"bootstrap_effects"},
-    "stats.confidence": {"bootstrap_effects", "mixed_models"},
+    "stats.confidence": {"bootstrap_effects", "mixed_models", "plot_effects"},
     "stats.seed": {"bootstrap_effects", "blocked_tests"},
     "repeats": {EXEC},
     # runs in flight at once: contention changes every run's time

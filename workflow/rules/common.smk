@@ -97,6 +97,7 @@ def get_final_outputs():
             "results/plots/violin_{metric}.{ext}", metric=METRICS, ext=["png", "svg"]
         )
         + expand("results/plots/pareto.{ext}", ext=["png", "svg"])
+        + expand("results/plots/effects.{ext}", ext=["png", "svg"])
         + expand(
             "results/plots/top_values_{model}.{ext}",
             model=STACK_MODELS,

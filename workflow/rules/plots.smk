@@ -37,6 +37,26 @@ rule plot_pareto:
         "../scripts/plot_pareto.py"
 
 
+rule plot_effects:
+    input:
+        effects="results/stats/effects.parquet",
+    output:
+        png=report(
+            "results/plots/effects.png",
+            caption="../report/effects.rst",
+            category="Figures",
+            subcategory="Effects",
+            labels={"figure": "per-stack means with CIs"},
+        ),
+        svg="results/plots/effects.svg",
+    log:
+        "logs/plot_effects/plot_effects.log",
+    params:
+        confidence=config["stats"]["confidence"],
+    script:
+        "../scripts/plot_effects.py"
+
+
 rule plot_top_values:
     input:
         values=get_values_outputs(),
