@@ -297,6 +297,9 @@ def test_one_judge_one_repeat_says_what_is_needed():
     kappa = out.filter(kind="judge_vs_check", statistic="kappa").row(0, named=True)
     # one run with a check: kappa undefined, said so, never a number
     assert kappa["n_runs"] == 1 and kappa["value"] is None and "insufficient" in kappa["note"]
+    assert "kappa undefined" in kappa["note"] and "validated" not in kappa["note"]
+    accuracy = out.filter(kind="judge_vs_check", statistic="accuracy").row(0, named=True)
+    assert accuracy["value"] == 1.0 and "kappa" not in accuracy["note"]
 
 
 def test_empty_input_keeps_the_schema():

@@ -161,14 +161,15 @@ def judge_panel_agreement(
         mine = runs.drop("judge_success", strict=False).join(verdicts, on="run_id", how="left")
         validity = judge_validity(mine, resamples=resamples, confidence=confidence, seed=seed)
         pooled = validity.row(0, named=True)
-        note = "; ".join(
-            part for part in (pooled["note"] or "").split("; ")
-            if part and not part.startswith("not validated")
-        ) or None  # fmt: skip
+        # judge_validity's notes, without its gate's verdict (judge.min_kappa is not read
+        # here); the accuracy row without those about kappa alone
+        parts = [p for p in (pooled["note"] or "").split("; ") if p]
+        parts = [p for p in parts if not p.startswith("not validated")]
         for stat in ("kappa", "accuracy"):
+            mine_parts = parts if stat == "kappa" else [p for p in parts if "kappa" not in p]
             add(JUDGE_VS_CHECK, "TCR", judge, stat, n_runs=pooled["n"], value=pooled[stat],
                 ci_low=pooled[f"{stat}_ci_low"], ci_high=pooled[f"{stat}_ci_high"],
-                note=note)  # fmt: skip
+                note="; ".join(mine_parts) or None)  # fmt: skip
     for judge in judges:
         own = entries.filter(pl.col("judge_model") == judge)
         for c in CRITERIA:
