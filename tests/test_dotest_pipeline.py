@@ -58,7 +58,7 @@ def test_dotest_runs_the_whole_dag_and_the_report(pipeline_copy: Path) -> None:
     for rule in (
         "sample_tasks", "execute_stack", "gather_runs", "judge_runs", "tag_values",
         "aggregate_metrics", "test_factors", "blocked_tests", "plot_violins", "plot_pareto",
-        "plot_top_values", "write_tables",
+        "plot_top_values", "write_tables", "judge_agreement",
     ):  # fmt: skip
         assert rule in rules, rule
     for row in rows:

@@ -19,6 +19,7 @@ from mastif.config import parse_config
 from mastif.estimate import (
     calls_per_visit,
     estimate_experiment,
+    format_estimate,
     simulate_run,
     tool_list_json,
 )
@@ -255,3 +256,23 @@ def test_cli_prints_the_paper_estimate(monkeypatch, capsys):
         cells = [c.strip() for c in rows[label].split("|")]
         assert cells[3] == ("10,800" if label != "mistral7b" else "3,600")
         assert "unknown" not in cells[7]  # every paper model has a price
+
+
+def test_a_judge_panel_and_repeats_multiply_the_judges_calls(base_config, prompts):
+    one = estimate(make_config(base_config, linear(prompts)))
+    raw = copy.deepcopy(base_config)
+    raw["models"]["smollm2"]["price"] = {"input_per_mtok": 2.0, "output_per_mtok": 10.0}
+    raw["judge"].update(models=["gemma3", "smollm2"], repeats=3)
+    panel = estimate(make_config(raw, linear(prompts)))
+    assert panel.judge.calls.high == 6 * one.judge.calls.high
+    assert panel.judge.prompt_tokens.low == 6 * one.judge.prompt_tokens.low
+    assert panel.judge.label == "judge panel: gemma3, smollm2"
+    assert panel.judge.usd is None  # gemma3 has no price: the panel's dollars are unknown
+    assert "each judged 6 times" in format_estimate(panel)
+    assert "each judged once" in format_estimate(one)
+    raw["models"]["gemma3"]["price"] = {"input_per_mtok": 1.0, "output_per_mtok": 1.0}
+    priced = estimate(make_config(raw, linear(prompts))).judge
+    half_p, half_c = priced.prompt_tokens.high / 2, priced.completion_tokens.high / 2
+    assert priced.usd is not None and priced.usd.high == pytest.approx(
+        (half_p * 1.0 + half_c * 1.0 + half_p * 2.0 + half_c * 10.0) / 1e6
+    )

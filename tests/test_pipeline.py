@@ -118,10 +118,16 @@ def test_end_to_end_on_the_bundled_model(pipeline_copy):
     assert run["mastif_version"] and run["python_version"] and run["langgraph_version"]
     assert run["model_server"] == "llama-cpp-python" and run["model_server_version"]
     assert (results / "tables/table7_protocol_cost.md").read_text().strip()
-    for name in ("tests", "groups", "posthoc"):
+    for name in ("tests", "groups", "posthoc", "blocked_tests", "blocked_pairs",
+                 "mixed_models", "effects", "repeats", "judge_validity", "judge_panel"):  # fmt: skip
         assert (results / f"stats/{name}.parquet").exists()
+    # one task: the statistics say there is too little to go on; none fails
+    mixed = pl.read_parquet(results / "stats/mixed_models.parquet")
+    assert mixed["note"].str.starts_with("insufficient").all()
+    assert "add tasks" in (results / "tables/power.md").read_text()
     pngs = sorted((results / "plots").glob("*.png"))
-    assert len(pngs) == 7 + 1 + 1 and all(p.stat().st_size > 1000 for p in pngs)
+    # 7 violins, Pareto, top values, effects with CIs
+    assert len(pngs) == 7 + 1 + 1 + 1 and all(p.stat().st_size > 1000 for p in pngs)
     assert (results / "tables/table2_task_completion.md").read_text().strip()
 
     report = snakemake(
@@ -144,7 +150,7 @@ def test_end_to_end_on_the_bundled_model(pipeline_copy):
     rubric.write_text(original + "\nBe strict.\n")
     assert dry_run_rules() == {
         "judge_runs", "aggregate_metrics", "test_factors", "mixed_models", "blocked_tests", "plot_violins",
-        "plot_pareto", "bootstrap_effects", "plot_effects", "write_tables", "all",
+        "plot_pareto", "bootstrap_effects", "plot_effects", "write_tables", "judge_agreement", "all",
     }  # fmt: skip
     rubric.write_text(original)
     # a prompt edit reruns execution (and everything after it), not sampling

@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 EXEC, JUDGE, GATHER = "execute_stack", "judge_runs", "gather_runs"
 #: the rules whose inputs list every stack's files (the grid's shape)
-PER_GRID = {"aggregate_metrics", "write_tables", "plot_top_values"}
+PER_GRID = {"aggregate_metrics", "write_tables", "plot_top_values", "judge_agreement"}
 
 #: schema key (``*``: any model id; ``[]``: any item of a list) -> rules whose output depends
 #: on it through their inputs or params. The most specific declared prefix of a key applies.
@@ -47,7 +47,10 @@ READS: dict[str, set[str]] = {
     "agent_models": PER_GRID,
     "protocols": PER_GRID,
     "frameworks": PER_GRID,
-    "judge.model": {JUDGE},
+    # judge_agreement: the panel, judge.model alone unless judge.models is set
+    "judge.model": {JUDGE, "judge_agreement"},
+    "judge.models": {JUDGE, "judge_agreement"},
+    "judge.repeats": {JUDGE, "judge_agreement"},
     "judge.rubric": {JUDGE},
     "judge.temperature": {JUDGE},
     "judge.max_tokens": {JUDGE},
@@ -81,9 +84,9 @@ READS: dict[str, set[str]] = {
     "stats.p_adjust": {"test_factors"},
     "stats.family_adjust": {"test_factors", "blocked_tests"},
     "stats.min_n": {"test_factors", "blocked_tests"},
-    "stats.bootstrap_resamples": {"bootstrap_effects"},
-    "stats.confidence": {"bootstrap_effects", "mixed_models", "plot_effects"},
-    "stats.seed": {"bootstrap_effects", "blocked_tests"},
+    "stats.bootstrap_resamples": {"bootstrap_effects", "judge_agreement"},
+    "stats.confidence": {"bootstrap_effects", "mixed_models", "plot_effects", "judge_agreement"},
+    "stats.seed": {"bootstrap_effects", "blocked_tests", "judge_agreement"},
     "repeats": {EXEC},
     # runs in flight at once: contention changes every run's time
     "execution.concurrency": {EXEC},
@@ -265,6 +268,7 @@ def special_changes(tmp: Path) -> dict[str, Callable[[dict[str, Any]], None]]:
         "agent_models": lambda c: c.update(agent_models=["agent", "judge"]),
         "protocols": lambda c: c.update(protocols=["standard", "mcp"]),
         "judge.model": lambda c: c["judge"].update(model="agent"),
+        "judge.models": lambda c: c["judge"].update(models=["judge", "agent"]),
         "judge.rubric": lambda c: c["judge"].update(rubric=str(rubric)),
         "tasks.path": tasks_file(),
         "values.corpus": lambda c: c["values"].update(corpus=str(corpus)),

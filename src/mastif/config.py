@@ -109,6 +109,15 @@ class JudgeSpec(_Frozen):
     tool_chars: int
     answer_chars: int
     min_kappa: float
+    #: the judge panel (None: judge.model alone)
+    models: tuple[str, ...] | None
+    #: how many times each judge scores each run
+    repeats: int
+
+    @property
+    def panel(self) -> tuple[str, ...]:
+        """The judges, in the config's order (``judge.models``, or ``judge.model`` alone)."""
+        return self.models or (self.model,)
 
 
 class ValuesSpec(_Frozen):
@@ -249,8 +258,8 @@ class ExperimentConfig(_Frozen):
         """The agent models and the judge, in order, once each; in import mode only the
         judge (no agent model is called)."""
         if self.importing:
-            return [self.judge.model]
-        return list(dict.fromkeys([*self.agent_models, self.judge.model]))
+            return list(self.judge.panel)
+        return list(dict.fromkeys([*self.agent_models, *self.judge.panel]))
 
     def required_envvars(self) -> list[str]:
         """Environment variables (API keys) the models in use read; names only."""
@@ -336,6 +345,18 @@ def _check_references(data: dict[str, Any], base_dir: Path) -> None:
     judge_model = data["judge"]["model"]
     if judge_model not in models:
         raise ConfigError(f"judge.model: unknown model id {judge_model!r}; known: {sorted(models)}")
+    panel = data["judge"].get("models")
+    if panel is not None:
+        for i, mid in enumerate(panel):
+            if mid not in models:
+                raise ConfigError(
+                    f"judge.models.{i}: unknown model id {mid!r}; known: {sorted(models)}"
+                )
+        if judge_model not in panel:
+            raise ConfigError(
+                f"judge.model {judge_model!r} is not one of judge.models {list(panel)}: the "
+                "panel must include the judge whose replies the judged table records"
+            )
     rubric = resolve_path(data["judge"]["rubric"], base_dir)
     if not rubric.is_file():
         raise ConfigError(f"judge.rubric: file not found: {rubric}")

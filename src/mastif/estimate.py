@@ -184,6 +184,8 @@ class ExperimentEstimate:
     tool_list_tokens: int
     #: the longest prompt of one agent call (high), to hold against the models' context
     largest_prompt_tokens: int
+    #: judgements per run: judges of the panel (``judge.models``) x ``judge.repeats``
+    judgements_per_run: int = 1
 
     @property
     def runs(self) -> int:
@@ -413,7 +415,9 @@ def judge_cost(
 ) -> RunCost:
     """The judge's calls on one run: its prompt is :func:`mastif.judge.build_messages` of
     the run plus the reply's JSON schema (sent as ``response_format``); one attempt with
-    the shortest valid reply (low) or ``judge.attempts`` with ``judge.max_tokens`` (high)."""
+    the shortest valid reply (low) or ``judge.attempts`` with ``judge.max_tokens`` (high);
+    as many times as the run is judged: by every judge of the panel, ``judge.repeats`` times
+    each."""
     from mastif.judge import CRITERIA, JudgeClip, build_messages, judgement_schema
 
     j = config.judge
@@ -431,7 +435,9 @@ def judge_cost(
                     ((f"{c}_rationale", "x" * 12), (f"{c}_score", 0.0))}  # fmt: skip
         attempts = 1
         completion = _tokens(len(json.dumps(shortest, separators=(",", ":"))), chars_per_token)
-    return RunCost(tuple(CallCost("judge", prompt, completion, False) for _ in range(attempts)))
+    judgements = len(j.panel) * j.repeats
+    calls = attempts * judgements
+    return RunCost(tuple(CallCost("judge", prompt, completion, False) for _ in range(calls)))
 
 
 # ------------------------------------------------------------------------ inputs
@@ -536,7 +542,8 @@ def estimate_experiment(
     task_note: str | None = None,
 ) -> ExperimentEstimate:
     """Calls, tokens and dollars of ``config`` (every stack x ``sample_size`` x ``repeats``
-    runs, each judged once), low and high; see the module docstring for both scenarios."""
+    runs, each judged by every judge of the panel `judge.repeats` times), low and high; see
+    the module docstring for both scenarios."""
     if chars_per_token <= 0:
         raise ValueError(f"chars_per_token must be > 0, got {chars_per_token}")
     if getattr(config, "importing", False):
@@ -576,12 +583,17 @@ def estimate_experiment(
         line = _line(model_id, mine, None, len(mine))
         usd = dollars(line.prompt_tokens, line.completion_tokens, config.models[model_id].price)
         models.append(replace(line, usd=usd))
-    judge_line = _line(f"judge: {config.judge.model}", [(s.runs, s.judge) for s in stacks],
-                       None, len(stacks))  # fmt: skip
-    judge_line = replace(judge_line, usd=dollars(
-        judge_line.prompt_tokens, judge_line.completion_tokens,
-        config.models[config.judge.model].price,
-    ))  # fmt: skip
+    panel = config.judge.panel
+    label = f"judge: {panel[0]}" if len(panel) == 1 else f"judge panel: {', '.join(panel)}"
+    judge_line = _line(label, [(s.runs, s.judge) for s in stacks], None, len(stacks))
+    # every judge of the panel has the same prompts and replies: an equal share each, at its
+    # own price
+    share = 1.0 / len(panel)
+    judge_line = replace(judge_line, usd=_sum_usd([
+        dollars(judge_line.prompt_tokens.scaled(share),
+                judge_line.completion_tokens.scaled(share), config.models[m].price)
+        for m in panel
+    ]))  # fmt: skip
     everything = [(s.runs, s.agent) for s in stacks] + [(s.runs, s.judge) for s in stacks]
     total = _line("total", everything, _sum_usd([*(m.usd for m in models), judge_line.usd]),
                   len(stacks))  # fmt: skip
@@ -605,6 +617,7 @@ def estimate_experiment(
         total=total,
         tool_list_tokens=_tokens(len(tool_list_json(tools)), chars_per_token) if tools else 0,
         largest_prompt_tokens=largest,
+        judgements_per_run=len(panel) * config.judge.repeats,
     )
 
 
@@ -631,7 +644,8 @@ def format_estimate(est: ExperimentEstimate, source: str = "") -> str:
     """The estimate as a Markdown table with a header saying what it assumes."""
     t = est.typical_task
     head = [
-        f"{source or est.experiment}: {len(est.stacks)} stack(s), {est.runs:,} runs, each judged once",
+        f"{source or est.experiment}: {len(est.stacks)} stack(s), {est.runs:,} runs, each judged "
+        + ("once" if est.judgements_per_run == 1 else f"{est.judgements_per_run} times"),
         f"ESTIMATE, not a measurement: tokens = characters / {est.chars_per_token:g}.",
         "  low:  fewest calls (a loop stops in round 1, no tool calls, 1-token replies)",
         "  high: most calls (max_steps rounds, all max_tool_rounds, max_tokens replies)",

@@ -21,10 +21,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import openai
 import polars as pl
 
@@ -208,6 +211,17 @@ def attempt_seed(seed: int, run_id: str, attempt: int) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
+def repeat_seed(seed: int, run_id: str, repeat: int) -> int:
+    """The first attempt's sampling seed of repeat ``repeat`` (0-based, ``judge.repeats``) of
+    judging run ``run_id``: the configured seed for repeat 0 (so a single judgement is as
+    before), else one derived from the seed, the run and the repeat (the same on every rerun,
+    in llama.cpp's 32-bit range); a retry derives its own from it (:func:`attempt_seed`)."""
+    if repeat == 0:
+        return seed
+    digest = hashlib.sha256(f"{seed}|{run_id}|repeat {repeat}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
 def judge_one(
     gateway: Gateway, run_id: str, messages: list[dict[str, str]], settings: JudgeSettings
 ) -> dict[str, Any]:
@@ -265,6 +279,18 @@ def judge_one(
     return row
 
 
+#: one judgement of the panel (a judge's score of a run in one repeat)
+PANEL_ENTRY = pl.Struct(
+    {
+        "judge_model": pl.String,
+        "repeat": pl.Int64,
+        "status": pl.String,
+        "TU": pl.Float64,
+        "TA": pl.Float64,
+        "TCR": pl.Float64,
+    }
+)
+
 JUDGED_SCHEMA = {
     "run_id": pl.String,
     "model": pl.String,
@@ -291,7 +317,13 @@ JUDGED_SCHEMA = {
     "judge_tool_chars": pl.Int64,
     "judge_answer_chars": pl.Int64,
     "judge_n_clipped": pl.Int64,
+    # every judgement of the panel (judge.models x judge.repeats)
+    "judge_panel": pl.List(PANEL_ENTRY),
 }
+
+
+#: what opens a judge's endpoint: model id -> a context manager giving its gateway
+OpenGateway = Callable[[str], AbstractContextManager[Gateway]]
 
 
 def judge_runs(
@@ -300,23 +332,97 @@ def judge_runs(
     rubric_path: Path,
     gateway: Gateway,
     settings: JudgeSettings,
+    repeats: int = 1,
 ) -> pl.DataFrame:
-    """One judged row per run (see docs/data.md)."""
+    """One judged row per run (see docs/data.md), by the one judge behind ``gateway``."""
+    return judge_panel_runs(
+        runs,
+        tasks,
+        rubric_path,
+        lambda _model_id: nullcontext(gateway),
+        settings,
+        panel=(settings.model_id,),
+        repeats=repeats,
+    )
+
+
+def judge_panel_runs(
+    runs: pl.DataFrame,
+    tasks: pl.DataFrame,
+    rubric_path: Path,
+    open_gateway: OpenGateway,
+    settings: JudgeSettings,
+    panel: Sequence[str] | None = None,
+    repeats: int = 1,
+) -> pl.DataFrame:
+    """One judged row per run (see docs/data.md) from a judge panel (``judge.models``).
+
+    Every judge of ``panel`` (default: ``settings.model_id`` alone) scores every run
+    ``repeats`` times, one judge's endpoint open at a time (``open_gateway(model_id)``).
+    Repeat r's first attempt samples with :func:`repeat_seed`. The row's TU/TA/TCR are the
+    median over the judges of each judge's repeat-0 score, leaving out judges whose
+    judgement failed; ``judge_status`` is ``judge_failed`` (and the scores null) only when
+    every judge failed. The reply, rationale, attempt and seed columns are those of
+    ``settings.model_id``'s repeat-0 judgement, or, when it failed, of the first judge of the
+    panel whose repeat-0 judgement succeeded (``judge_model`` names it); the token columns
+    sum every judgement. ``judge_panel`` lists every judgement. With one judge and one
+    repeat the row is that judge's judgement.
+    """
+    panel = tuple(panel or (settings.model_id,))
+    if settings.model_id not in panel:
+        raise ValueError(f"judge {settings.model_id!r} is not one of the panel {list(panel)}")
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, not {repeats}")
     rubric_bytes = Path(rubric_path).read_bytes()
     rubric = rubric_bytes.decode("utf-8")
     rubric_sha = hashlib.sha256(rubric_bytes).hexdigest()
     by_id = {t["task_id"]: t for t in tasks.iter_rows(named=True)}
-    rows = []
+    views = []
     for run in runs.iter_rows(named=True):
         task = by_id.get(run["task_id"])
         if task is None:
             raise KeyError(
                 f"run {run['run_id']} refers to task {run['task_id']!r}, not in the tasks table"
             )
-        messages, n_clipped = judge_view(
-            run, task, rubric, reference_guided=settings.reference_guided, clip=settings.clip
+        views.append(
+            judge_view(
+                run, task, rubric, reference_guided=settings.reference_guided, clip=settings.clip
+            )
         )
-        fields = judge_one(gateway, run["run_id"], messages, settings)
+    # judgements[model_id][run index][repeat] = judge_one's fields
+    judgements: dict[str, list[list[dict[str, Any]]]] = {}
+    # the primary judge first, then the others in the panel's order
+    order = [settings.model_id, *(m for m in panel if m != settings.model_id)]
+    for model_id in order:
+        per_run: list[list[dict[str, Any]]] = []
+        with open_gateway(model_id) as gateway:
+            for run, (messages, _) in zip(runs.iter_rows(named=True), views, strict=True):
+                per_repeat = []
+                for r in range(repeats):
+                    seed = repeat_seed(settings.seed, run["run_id"], r)
+                    one = replace(settings, model_id=model_id, seed=seed)
+                    fields = judge_one(gateway, run["run_id"], messages, one)
+                    per_repeat.append(fields)
+                    log.info("judge %s, repeat %d, run %s: %s %s", model_id, r, run["run_id"],
+                             fields["judge_status"], {c: fields[c] for c in CRITERIA})  # fmt: skip
+                per_run.append(per_repeat)
+        judgements[model_id] = per_run
+    rows = []
+    for i, (run, (_, n_clipped)) in enumerate(zip(runs.iter_rows(named=True), views, strict=True)):
+        first = {m: judgements[m][i][0] for m in order}
+        ok = [m for m in order if first[m]["judge_status"] == "ok"]
+        shown = ok[0] if ok else settings.model_id
+        fields = dict(first[shown])
+        for c in CRITERIA:
+            fields[c] = float(np.median([first[m][c] for m in ok])) if ok else None
+        for k in ("judge_prompt_tokens", "judge_completion_tokens"):
+            fields[k] = sum(j[k] for m in order for j in judgements[m][i])
+        entries = [
+            {"judge_model": m, "repeat": r, "status": j["judge_status"],
+             **{c: j[c] for c in CRITERIA}}
+            for m in panel
+            for r, j in enumerate(judgements[m][i])
+        ]  # fmt: skip
         rows.append(
             {
                 "run_id": run["run_id"],
@@ -324,15 +430,14 @@ def judge_runs(
                 "protocol": run["protocol"],
                 "framework": run["framework"],
                 "task_id": run["task_id"],
-                "judge_model": settings.model_id,
+                "judge_model": shown,
                 "rubric_sha256": rubric_sha,
                 **fields,
                 "judge_node_chars": settings.clip.node_chars,
                 "judge_tool_chars": settings.clip.tool_chars,
                 "judge_answer_chars": settings.clip.answer_chars,
                 "judge_n_clipped": n_clipped,
+                "judge_panel": entries,
             }
         )
-        log.info("judged run %s: %s %s", run["run_id"], fields["judge_status"],
-                 {c: fields[c] for c in CRITERIA})  # fmt: skip
     return pl.DataFrame(rows, schema=JUDGED_SCHEMA)

@@ -91,6 +91,7 @@ def get_final_outputs():
                 "effects",
                 "repeats",
                 "judge_validity",
+                "judge_panel",
             ],
         )
         + expand(
@@ -163,10 +164,17 @@ def get_model_prices():
     return {mid: spec.get("price") for mid, spec in config["models"].items()}
 
 
-def get_judge_model_spec():
-    """What shapes the judge's replies; its price only prices them."""
-    spec = config["models"][config["judge"]["model"]]
-    return {k: v for k, v in spec.items() if k != "price"}
+def get_judge_panel():
+    """The judges: judge.models, or judge.model alone."""
+    return list(config["judge"].get("models") or [config["judge"]["model"]])
+
+
+def get_judge_model_specs():
+    """Per judge of the panel, what shapes its replies; its price only prices them."""
+    return {
+        mid: {k: v for k, v in config["models"][mid].items() if k != "price"}
+        for mid in get_judge_panel()
+    }
 
 
 def get_model_script(wildcards):
@@ -177,8 +185,8 @@ def get_model_script(wildcards):
 
 def get_judge_script(wildcards):
     """A scripted judge's script file is an input: editing it reruns judging."""
-    spec = get_judge_model_spec()
-    return [spec["model"]] if spec["provider"] == "scripted" else []
+    specs = get_judge_model_specs().values()
+    return [s["model"] for s in specs if s["provider"] == "scripted"]
 
 
 def get_values_corpus_file(wildcards):

@@ -16,7 +16,9 @@ rule judge_runs:
         timing_lock=1,
     params:
         judge_model=config["judge"]["model"],
-        judge_model_spec=get_judge_model_spec(),
+        judge_models=get_judge_panel(),
+        judge_model_specs=get_judge_model_specs(),
+        judge_repeats=config["judge"]["repeats"],
         temperature=config["judge"]["temperature"],
         max_tokens=config["judge"]["max_tokens"],
         attempts=config["judge"]["attempts"],

@@ -1,0 +1,16 @@
+rule judge_agreement:
+    input:
+        judged=get_judged_outputs(),
+        runs="results/metrics/runs.parquet",
+    output:
+        judge_panel="results/stats/judge_panel.parquet",
+    log:
+        "logs/judge_agreement/judge_agreement.log",
+    params:
+        judge_models=get_judge_panel(),
+        judge_repeats=config["judge"]["repeats"],
+        bootstrap_resamples=config["stats"]["bootstrap_resamples"],
+        confidence=config["stats"]["confidence"],
+        seed=config["stats"]["seed"],
+    script:
+        "../scripts/judge_agreement.py"
