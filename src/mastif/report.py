@@ -143,6 +143,13 @@ CAPTIONS: dict[str, str] = {
         "per stack: accuracy and Cohen's κ with bootstrap CIs over tasks and their n; "
         "validated = pooled κ ≥ judge.min_kappa. mastif's, not in the paper."
     ),
+    "judge_panel": (
+        "The judge panel (judge.models, judge.repeats): Krippendorff's α (ordinal) across "
+        "judges and, per judge, across its repeats of the same runs (test-retest); each "
+        "judge's κ and accuracy against the tasks' checks with bootstrap CIs over tasks. A "
+        "null value says why in note (one judge, one repeat, too few tasks). mastif's, not "
+        "in the paper."
+    ),
     "power": (
         "Power before paying (mastif's, not in the paper): the smallest difference in success "
         "rate between two stacks that this sample of tasks detects with the exact McNemar "

@@ -48,6 +48,7 @@ TABLES = [
     "effects",
     "repeats",
     "judge_validity",
+    "judge_panel",
     "power",
 ]
 

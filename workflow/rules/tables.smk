@@ -6,6 +6,7 @@ rule write_tables:
         effects="results/stats/effects.parquet",
         repeats="results/stats/repeats.parquet",
         judge_validity="results/stats/judge_validity.parquet",
+        judge_panel="results/stats/judge_panel.parquet",
         # the versions table reads the runs' provenance columns
         runs=get_run_outputs(),
     output:

@@ -31,6 +31,7 @@ tables["table2_task_completion"] = with_judge_gate(tables["table2_task_completio
 tables["effects"] = effects_table(pl.read_parquet(snakemake.input.effects))
 tables["repeats"] = repeats_table(pl.read_parquet(snakemake.input.repeats))
 tables["judge_validity"] = judge_validity_table(validity)
+tables["judge_panel"] = pl.read_parquet(snakemake.input.judge_panel)
 _, warning = judge_gate(validity)
 write_tables(
     tables,
