@@ -403,7 +403,10 @@ def test_write_tables_roundtrip(tables: dict[str, pl.DataFrame], tmp_path: Path)
     assert len(t7_md) == 2 + 4  # header, separator, one row per stack
     for name, df in tables.items():
         md = (tmp_path / "tables" / f"{name}.md").read_text()
-        assert md.splitlines()[0] == report.CAPTIONS[name]
+        assert md.splitlines()[0] == report.CAPTIONS[name].replace("{alpha}", "0.05")
         assert md.splitlines()[3].startswith("| --- |")
         back = pl.read_csv(tmp_path / "tables" / f"{name}.csv", schema=df.schema)
         assert_frame_equal(back, df)
+    # the caption names the configured significance level
+    report.write_tables(tables, tmp_path / "strict", alpha=0.01)
+    assert "at α = 0.01 (stats.alpha)" in (tmp_path / "strict/table6_best_stacks.md").read_text()

@@ -86,7 +86,7 @@ CAPTIONS: dict[str, str] = {
     "table6_best_stacks": (
         "Table 6. Best-performing level of model, protocol and framework per metric by mean "
         "rank (higher better for TCR, TUSR, IVS; lower for CT, V), with the test behind it; "
-        "(n.s.) = not significant at α = 0.05, (only level) = a factor with one level, untested. "
+        "(n.s.) = not significant at α = {alpha} (stats.alpha), (only level) = a factor with one level, untested. "
         "CT and V are ranked over completed runs only, as in Table 3; the other metrics over "
         "all runs."
     ),
@@ -569,15 +569,17 @@ def write_tables(
     tables: dict[str, pl.DataFrame],
     out_dir: Path,
     warnings: dict[str, str] | None = None,
+    alpha: float = ALPHA,
 ) -> list[Path]:
     """Write each table as ``{name}.md`` (formatted, captioned) and ``{name}.csv`` (raw);
-    ``warnings``: a line put before a table's caption (e.g. an unvalidated judge)."""
+    ``warnings``: a line put before a table's caption (e.g. an unvalidated judge);
+    ``alpha``: the significance level captions name."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
     for name, df in tables.items():
         md, csv = out_dir / f"{name}.md", out_dir / f"{name}.csv"
-        caption = CAPTIONS.get(name, name)
+        caption = CAPTIONS.get(name, name).replace("{alpha}", f"{alpha:g}")
         if warnings and name in warnings:
             caption = f"**{warnings[name]}**\n\n{caption}"
         md.write_text(to_markdown(df, caption), encoding="utf-8")

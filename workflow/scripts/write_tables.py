@@ -37,4 +37,5 @@ write_tables(
     tables,
     Path(snakemake.output.markdown[0]).parent,
     warnings={"table2_task_completion": warning} if warning else None,
+    alpha=snakemake.params.alpha,
 )
