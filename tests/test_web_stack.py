@@ -196,8 +196,10 @@ def test_prompts_show_the_runs_current_page(tmp_path, fake_model_config):
     prompts = [last_user_text(r) for r in srv.requests]
     observe = [p for p in prompts if "observation round" in p]
     interact = [p for p in prompts if "interaction round 1" in p]
-    # before any tool call the page is the task's start page, listed with numbered elements
-    assert "URL: http://127.0.0.1:" in interact[0] and "/shop/\n" in interact[0]
+    # before any tool call the page is the task's start page, listed with numbered elements;
+    # the model sees the gateway's stand-in for the sandbox's per-job origin
+    assert "URL: http://sandbox.mastif.invalid/shop/\n" in interact[0]
+    assert "127.0.0.1" not in "".join(prompts)
     assert re.search(r"\[\d+\] ", interact[0])
     # in round 2 the observation shows the cart the click led to
     assert "Page: Your cart" in observe[-1] or "Bytecraft Silent Mouse" in observe[-1]
