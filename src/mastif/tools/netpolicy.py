@@ -4,7 +4,8 @@ An agent chooses the URLs its web tools open. On a cluster node that would let a
 reach the cloud metadata service (169.254.169.254), the site's private network or services
 on the node's loopback. :func:`check_url` refuses every address that is not globally
 routable — private, loopback, link-local, carrier-grade NAT, multicast, reserved,
-unspecified, IPv4-mapped forms of those — unless the config explicitly allows private
+unspecified, IPv4-mapped forms of those, NAT64, 6to4, IPv4-compatible and
+site-local IPv6 — unless the config explicitly allows private
 addresses, or the host and port are listed (the offline sandbox's own server). Host names
 are resolved and *every* address they resolve to is checked, so a name pointing at a
 private address is refused too; the caller should connect to the returned address, not
@@ -32,9 +33,22 @@ class UrlPolicy:
     allowed: frozenset[str] = field(default_factory=frozenset)
 
 
+# IPv6 ranges that embed or route to an IPv4 address (NAT64, 6to4, IPv4-compatible) or are
+# deprecated site-local: ``is_global`` calls some of them global on older Pythons, yet a
+# NAT64 gateway or 6to4 relay would carry the request to the embedded (maybe private)
+# IPv4 address. Refused outright, whatever they embed.
+_REFUSED_V6 = tuple(
+    ipaddress.IPv6Network(n)
+    for n in ("64:ff9b::/96", "64:ff9b:1::/48", "2002::/16", "::/96", "fec0::/10")
+)
+
+
 def _is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return _is_public(address.ipv4_mapped)
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return _is_public(address.ipv4_mapped)
+        if any(address in net for net in _REFUSED_V6):
+            return False
     return address.is_global and not address.is_multicast
 
 
