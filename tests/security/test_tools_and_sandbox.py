@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import tempfile
+
 import pytest
 
 from mastif.tools.base import ToolError
+from mastif.tools.builtin import (
+    make_python_repl_tool,
+)
 from mastif.tools.netpolicy import check_url
 
 
@@ -29,3 +34,16 @@ def test_ipv6_special_ranges_are_refused(url):
 
 def test_ordinary_public_ipv6_still_allowed():
     assert check_url("http://[2001:4860:4860::8888]/") == ["2001:4860:4860::8888"]
+
+
+# --------------------------------------------------------------------------- python_repl
+
+
+def test_repl_timeout_removes_its_temporary_directory(tmp_path, monkeypatch):
+    # Before the fix the child made the directory and the parent's kill skipped the
+    # child's cleanup: a ``mastif-tool-*`` directory was left in tmp_path.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    repl = make_python_repl_tool(timeout_s=1.0)
+    result = repl.invoke({"code": "while True:\n    pass"})
+    assert not result.ok and "timed out" in result.error
+    assert list(tmp_path.glob("mastif-tool-*")) == []

@@ -120,8 +120,10 @@ def _deny_network(*args: Any, **kwargs: Any) -> Any:
     raise PermissionError("network access is disabled in this tool")
 
 
-def _apply_limits(limits: ChildLimits) -> None:
+def _apply_limits(limits: ChildLimits, workdir: str | None = None) -> None:
     """In the child, before the untrusted work: OS limits, an empty cwd, no network."""
+    if workdir is not None:
+        os.chdir(workdir)
     if limits.cpu_s is not None:
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
     if limits.memory_mb is not None and sys.platform.startswith("linux"):
@@ -129,8 +131,6 @@ def _apply_limits(limits: ChildLimits) -> None:
         # budget is on top of those, not an absolute size that would already be exceeded
         cap = _current_address_space() + limits.memory_mb * 2**20
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-    if limits.workdir:
-        os.chdir(tempfile.mkdtemp(prefix="mastif-tool-"))
     if not limits.network:
         socket.socket.connect = _deny_network  # type: ignore[method-assign]
         socket.socket.connect_ex = _deny_network  # type: ignore[method-assign]
@@ -144,14 +144,13 @@ def _child_main(
     args: tuple[Any, ...],
     conn: Connection,
     limits: ChildLimits | None = None,
+    workdir: str | None = None,
 ) -> None:
     """Child-process entry: run ``target`` and send back ``(ok, text)``, never an exception
     object (those may not pickle)."""
-    workdir = None
     try:
         if limits is not None:
-            _apply_limits(limits)
-            workdir = os.getcwd() if limits.workdir else None
+            _apply_limits(limits, workdir)
         reply: tuple[bool, str] = (True, target(*args))
     except MemoryError:
         reply = (False, "MemoryError: the snippet exceeded its memory limit")
@@ -159,9 +158,6 @@ def _child_main(
         reply = (False, str(exc))
     except BaseException as exc:  # noqa: BLE001 - report everything, the parent decides
         reply = (False, f"{type(exc).__name__}: {exc}")
-    finally:
-        if workdir is not None:
-            shutil.rmtree(workdir, ignore_errors=True)
     try:
         conn.send(reply)
     finally:
@@ -177,29 +173,37 @@ def run_isolated(
     """Run ``target(*args)`` in a child process; kill it after ``timeout_s`` seconds.
 
     Threads cannot be interrupted in CPython, so a process is the only robust way to stop
-    ``while True: pass``. ``limits`` adds OS limits in the child. Failures come back as
-    :class:`ToolError`.
+    ``while True: pass``. ``limits`` adds OS limits in the child. The working directory is
+    made and removed here, in the parent, so it goes on every exit path (a timeout or a
+    kill never runs the child's cleanup). Failures come back as :class:`ToolError`.
     """
     ctx = _mp_context()
-    receiver, sender = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child_main, args=(target, args, sender, limits), daemon=True)
-    proc.start()
-    sender.close()  # only the child writes; closing our copy lets a crash surface as EOF
+    workdir = tempfile.mkdtemp(prefix="mastif-tool-") if limits and limits.workdir else None
     try:
-        if not receiver.poll(timeout_s):
-            raise ToolError(f"timed out after {timeout_s:g}s")
+        receiver, sender = ctx.Pipe(duplex=False)
+        proc = ctx.Process(
+            target=_child_main, args=(target, args, sender, limits, workdir), daemon=True
+        )
+        proc.start()
+        sender.close()  # only the child writes; closing our copy lets a crash surface as EOF
         try:
-            ok, text = receiver.recv()
-        except EOFError:
+            if not receiver.poll(timeout_s):
+                raise ToolError(f"timed out after {timeout_s:g}s")
+            try:
+                ok, text = receiver.recv()
+            except EOFError:
+                proc.join(1)
+                if limits is not None and proc.exitcode == -signal.SIGXCPU:
+                    raise ToolError(f"CPU time limit of {limits.cpu_s}s exceeded") from None
+                raise ToolError(f"worker process died (exit code {proc.exitcode})") from None
+        finally:
+            if proc.is_alive():
+                proc.kill()
             proc.join(1)
-            if limits is not None and proc.exitcode == -signal.SIGXCPU:
-                raise ToolError(f"CPU time limit of {limits.cpu_s}s exceeded") from None
-            raise ToolError(f"worker process died (exit code {proc.exitcode})") from None
+            receiver.close()
     finally:
-        if proc.is_alive():
-            proc.kill()
-        proc.join(1)
-        receiver.close()
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
     if not ok:
         raise ToolError(text)
     return str(text)
