@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import resource
 import tempfile
 
 import pytest
 
 from mastif.tools.base import ToolError
 from mastif.tools.builtin import (
+    MAX_OUTPUT_CHARS,
+    PYTHON_REPL,
+    ChildLimits,
     make_python_repl_tool,
+    run_isolated,
 )
 from mastif.tools.netpolicy import check_url
 
@@ -47,3 +52,25 @@ def test_repl_timeout_removes_its_temporary_directory(tmp_path, monkeypatch):
     result = repl.invoke({"code": "while True:\n    pass"})
     assert not result.ok and "timed out" in result.error
     assert list(tmp_path.glob("mastif-tool-*")) == []
+
+
+def test_repl_exception_text_is_cut_in_the_child():
+    # Before the fix the whole 60 MB message reached the parent (and the trace): the
+    # error was 60_000_012 characters long and the parent's peak RSS grew by ~180 MB.
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    result = PYTHON_REPL.invoke({"code": "raise ValueError('x' * 60_000_000)"})
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert not result.ok and result.error.startswith("ValueError: xxx")
+    assert len(result.error) <= 2 * MAX_OUTPUT_CHARS + 1024
+    assert "truncated" in result.error
+    assert grown_mb < 20, f"parent peak RSS grew {grown_mb:.0f} MB"
+
+
+def _huge_reply() -> str:
+    return "y" * 5_000_000
+
+
+def test_child_reply_is_capped_before_the_parent_reads_it():
+    # Before the fix run_isolated returned all 5_000_000 characters.
+    text = run_isolated(_huge_reply, (), 10, ChildLimits())
+    assert len(text) <= 2 * MAX_OUTPUT_CHARS + 1024 + 100

@@ -139,6 +139,14 @@ def _apply_limits(limits: ChildLimits, workdir: str | None = None) -> None:
         socket.getaddrinfo = _deny_network  # type: ignore[assignment]
 
 
+#: Longest reply text (characters) a child may send back: room for an error message and
+#: the output printed before it, each capped at :data:`MAX_OUTPUT_CHARS`.
+_REPLY_CAP_CHARS = 2 * MAX_OUTPUT_CHARS + 1024
+#: Longest reply the parent reads from the pipe: the JSON of ``_REPLY_CAP_CHARS``
+#: characters (at most 6 bytes each, for ``\\uXXXX`` escapes) plus the envelope.
+_REPLY_CAP_BYTES = 6 * _REPLY_CAP_CHARS + 64
+
+
 def _child_main(
     target: Callable[..., str],
     args: tuple[Any, ...],
@@ -146,20 +154,21 @@ def _child_main(
     limits: ChildLimits | None = None,
     workdir: str | None = None,
 ) -> None:
-    """Child-process entry: run ``target`` and send back ``(ok, text)``, never an exception
-    object (those may not pickle)."""
+    """Child-process entry: run ``target`` and send back ``[ok, text]`` as JSON, never an
+    exception object (those may not pickle, and unpickling a child's bytes would trust it).
+    The text is cut to :data:`_REPLY_CAP_CHARS` here, before it crosses into the parent."""
     try:
         if limits is not None:
             _apply_limits(limits, workdir)
-        reply: tuple[bool, str] = (True, target(*args))
+        ok, text = True, str(target(*args))
     except MemoryError:
-        reply = (False, "MemoryError: the snippet exceeded its memory limit")
+        ok, text = False, "MemoryError: the snippet exceeded its memory limit"
     except ToolError as exc:
-        reply = (False, str(exc))
+        ok, text = False, str(exc)
     except BaseException as exc:  # noqa: BLE001 - report everything, the parent decides
-        reply = (False, f"{type(exc).__name__}: {exc}")
+        ok, text = False, f"{type(exc).__name__}: {_truncate(str(exc))}"
     try:
-        conn.send(reply)
+        conn.send_bytes(json.dumps([ok, _truncate(text, _REPLY_CAP_CHARS)]).encode())
     finally:
         conn.close()
 
@@ -175,7 +184,8 @@ def run_isolated(
     Threads cannot be interrupted in CPython, so a process is the only robust way to stop
     ``while True: pass``. ``limits`` adds OS limits in the child. The working directory is
     made and removed here, in the parent, so it goes on every exit path (a timeout or a
-    kill never runs the child's cleanup). Failures come back as :class:`ToolError`.
+    kill never runs the child's cleanup). At most :data:`_REPLY_CAP_BYTES` are read from
+    the child. Failures come back as :class:`ToolError`.
     """
     ctx = _mp_context()
     workdir = tempfile.mkdtemp(prefix="mastif-tool-") if limits and limits.workdir else None
@@ -190,12 +200,16 @@ def run_isolated(
             if not receiver.poll(timeout_s):
                 raise ToolError(f"timed out after {timeout_s:g}s")
             try:
-                ok, text = receiver.recv()
+                raw = receiver.recv_bytes(_REPLY_CAP_BYTES)
             except EOFError:
                 proc.join(1)
                 if limits is not None and proc.exitcode == -signal.SIGXCPU:
                     raise ToolError(f"CPU time limit of {limits.cpu_s}s exceeded") from None
                 raise ToolError(f"worker process died (exit code {proc.exitcode})") from None
+            except OSError:  # multiprocessing: the announced length exceeds the cap
+                raise ToolError(
+                    f"worker reply exceeds {_REPLY_CAP_BYTES} bytes; not read"
+                ) from None
         finally:
             if proc.is_alive():
                 proc.kill()
@@ -204,8 +218,12 @@ def run_isolated(
     finally:
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
+    try:
+        ok, text = json.loads(raw)
+    except (ValueError, TypeError) as exc:
+        raise ToolError(f"worker sent a malformed reply: {exc}") from None
     if not ok:
-        raise ToolError(text)
+        raise ToolError(str(text))
     return str(text)
 
 
@@ -389,7 +407,7 @@ def execute_restricted(code: str) -> str:
     try:
         exec(compiled.code, glb)  # noqa: S102 - restricted bytecode in a throwaway process
     except Exception as exc:  # noqa: BLE001 - becomes the tool's failure message
-        message = f"{type(exc).__name__}: {exc}{_snippet_line(exc)}"
+        message = f"{type(exc).__name__}: {_truncate(str(exc))}{_snippet_line(exc)}"
         if printed:  # what ran before the error helps the model locate it
             message += "\noutput before the error:\n" + _truncate("".join(printed))
         raise ToolError(message) from None
