@@ -5,8 +5,11 @@ from __future__ import annotations
 import resource
 import tempfile
 
+import httpx
 import pytest
 
+from mastif.sandbox import SandboxServer
+from mastif.sandbox.store import SessionStore
 from mastif.tools.base import ToolError
 from mastif.tools.builtin import (
     MAX_OUTPUT_CHARS,
@@ -74,3 +77,58 @@ def test_child_reply_is_capped_before_the_parent_reads_it():
     # Before the fix run_isolated returned all 5_000_000 characters.
     text = run_isolated(_huge_reply, (), 10, ChildLimits())
     assert len(text) <= 2 * MAX_OUTPUT_CHARS + 1024 + 100
+
+
+# --------------------------------------------------------------------------- sandbox app
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with SandboxServer() as srv:
+        yield srv
+
+
+def test_session_store_is_bounded(sandbox):
+    # Before the fix every cookie-less request added a session for good (4,000 requests:
+    # 4,000 sessions); here 1,100 requests left 1,100 + the earlier ones.
+    store = sandbox.store
+    with httpx.Client(base_url=sandbox.base_url, trust_env=False, timeout=10) as http:
+        for _ in range(store.max_sessions + 100):
+            http.cookies.clear()
+            assert http.get("/shop/deals").status_code == 200
+    assert len(store.sessions()) <= store.max_sessions
+
+
+def test_store_keeps_the_recently_used_session():
+    store = SessionStore(max_sessions=3)
+    mine = store.new_session()
+    for _ in range(10):
+        store.new_session()
+        store.ensure(mine)  # a run touches its session on every request
+    assert mine in store and len(store.sessions()) == 3
+
+
+def test_oversized_body_is_refused_with_413(sandbox):
+    # Before the fix a 32 MB urlencoded body was read whole (+86 MB) and answered 200/400.
+    big = b"coupon=" + b"A" * (1024 * 1024)  # 1 MiB, above the 64 KiB cap
+    with httpx.Client(base_url=sandbox.base_url, trust_env=False, timeout=10) as http:
+        declared = http.post(
+            "/shop/cart/coupon",
+            content=big,
+            headers={"content-type": "application/x-www-form-urlencoded"},
+        )
+        assert declared.status_code == 413
+
+        def chunks():  # no Content-Length: counted as it streams
+            for i in range(0, len(big), 8192):
+                yield big[i : i + 8192]
+
+        streamed = http.post(
+            "/shop/cart/coupon",
+            content=chunks(),
+            headers={"content-type": "application/x-www-form-urlencoded"},
+        )
+        assert streamed.status_code == 413
+        assert "larger than" in streamed.text
+        small = http.post("/shop/cart/coupon", data={"code": "NOPE"})
+        assert small.status_code < 413

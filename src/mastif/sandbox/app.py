@@ -437,6 +437,80 @@ class SessionMiddleware:
         await self.app(scope, receive, send_with_cookie)
 
 
+#: Largest request body the sandbox reads (bytes); its forms are a few hundred bytes.
+MAX_BODY_BYTES = 64 * 1024
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+class BodyLimitMiddleware:
+    """Answer 413 to a request whose body exceeds ``max_bytes``, without reading it whole.
+
+    A declared ``Content-Length`` above the limit is refused before any byte is read; a
+    chunked or understated body is counted as it streams and refused at the first chunk
+    that crosses the limit (Starlette's ``request.form()`` would otherwise buffer it all).
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def _too_large(self, send: Send) -> None:
+        body = f"request body larger than {self.max_bytes} bytes".encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"text/plain; charset=utf-8"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", []):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = -1
+                if declared > self.max_bytes:
+                    await self._too_large(send)
+                    return
+        received = 0
+        started = False
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise _BodyTooLarge
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except _BodyTooLarge:
+            if started:
+                raise
+            await self._too_large(send)
+
+
 def session_of(request: Request) -> str:
     return str(request.scope[SESSION_SCOPE_KEY])
 
@@ -1447,7 +1521,7 @@ def build_app(
     ref.append(sandbox)
     app = Starlette(
         routes=[*sandbox.routes(), *extra_routes],
-        middleware=[Middleware(SessionMiddleware, store=store)],
+        middleware=[Middleware(BodyLimitMiddleware), Middleware(SessionMiddleware, store=store)],
         exception_handlers={HTTPException: sandbox.error_page},
     )
     app.state.store = store

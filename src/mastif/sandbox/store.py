@@ -51,9 +51,13 @@ import copy
 import re
 import secrets
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+
+#: Sessions kept at once (least recently used dropped first); runs use one or a few each.
+DEFAULT_MAX_SESSIONS = 1000
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 """Accepted session ids: long enough not to collide by accident, safe in a cookie."""
@@ -80,11 +84,19 @@ class SessionStore:
     snapshots, so every access goes through one lock; :meth:`edit` holds it for the whole
     read-modify-write of a request so two concurrent requests of one session cannot
     interleave half-applied changes.
+
+    At most ``max_sessions`` sessions are kept: registering one more drops the least
+    recently used (with its queued messages), so a flood of cookie-less requests cannot
+    grow the store without bound. A run's own session is used on every request it makes
+    and so stays among the most recent.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_sessions: int = DEFAULT_MAX_SESSIONS) -> None:
+        if max_sessions < 1:
+            raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
+        self.max_sessions = max_sessions
         self._lock = threading.RLock()
-        self._states: dict[str, dict[str, Any]] = {}
+        self._states: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._flash: dict[str, list[tuple[str, str]]] = {}
         self._counters: dict[str, int] = {}
 
@@ -94,15 +106,23 @@ class SessionStore:
             while True:
                 sid = secrets.token_urlsafe(18)
                 if sid not in self._states:
-                    self._states[sid] = empty_state()
+                    self._put(sid, empty_state())
                     return sid
+
+    def _put(self, session: str, state: dict[str, Any]) -> None:
+        """Store ``state`` as the most recent session; drop the oldest beyond the bound."""
+        self._states[session] = state
+        self._states.move_to_end(session)
+        while len(self._states) > self.max_sessions:
+            old, _ = self._states.popitem(last=False)
+            self._flash.pop(old, None)
 
     def ensure(self, session: str) -> None:
         """Register ``session`` with an empty state if it is new (ids chosen by a client)."""
         if not is_valid_session_id(session):
             raise ValueError(f"invalid session id {session!r}")
         with self._lock:
-            self._states.setdefault(session, empty_state())
+            self._put(session, self._states.get(session) or empty_state())
 
     def __contains__(self, session: object) -> bool:
         with self._lock:
@@ -133,7 +153,7 @@ class SessionStore:
         with self._lock:
             working = copy.deepcopy(self._states.get(session) or empty_state())
             yield working
-            self._states[session] = working
+            self._put(session, working)
 
     def next_number(self, name: str, start: int) -> int:
         """A process-wide increasing counter (order and booking numbers are unique)."""
@@ -145,6 +165,8 @@ class SessionStore:
     def flash(self, session: str, message: str, level: str = "info") -> None:
         """Queue a message to show on the session's next page (after a redirect)."""
         with self._lock:
+            if session not in self._states:  # flashes live only as long as their session
+                self._put(session, empty_state())
             self._flash.setdefault(session, []).append((level, message))
 
     def pop_flashes(self, session: str) -> list[tuple[str, str]]:
