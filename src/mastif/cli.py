@@ -61,10 +61,13 @@ def cmd_import_mastif(args: argparse.Namespace) -> int:
 
     try:
         imported = read_mastif_log(args.log)  # checks the whole log before writing anything
+        written = write_imported(imported, Path(args.out))  # builds every table, then writes
     except MastifLogError as exc:
         print(exc, file=sys.stderr)
         return 2
-    written = write_imported(imported, Path(args.out))
+    except OSError as exc:
+        print(f"cannot write under {args.out}: {exc}", file=sys.stderr)
+        return 2
     print(imported.summary())
     print(f"wrote {written[0]} and {len(written) - 1} runs file(s) under {Path(args.out) / 'runs'}")
     return 0
