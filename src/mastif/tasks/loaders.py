@@ -31,6 +31,7 @@ from mastif.tasks.records import (
     online_mind2web_record,
     task_label,
     tasks_from_records,
+    validation_summary,
 )
 
 BUILTIN_TASKS = Path("tasks") / "builtin.jsonl"
@@ -163,7 +164,9 @@ def _read_jsonl_lines(file: Path) -> list[tuple[int, Task]]:
         try:
             task = Task.model_validate(record)
         except ValidationError as exc:
-            raise TaskLoadError(f"{where}: invalid task record{task_label(record)}: {exc}") from exc
+            raise TaskLoadError(
+                f"{where}: invalid task record{task_label(record)}: {validation_summary(exc)}"
+            ) from None
         if task.check is not None:
             try:
                 validate_check(task.check)

@@ -131,7 +131,9 @@ def task_from_record(
     try:
         return Task.model_validate(data)
     except ValidationError as exc:
-        raise RecordError(f"{where}: invalid task record{task_label(data)}: {exc}") from exc
+        raise RecordError(
+            f"{where}: invalid task record{task_label(data)}: {validation_summary(exc)}"
+        ) from None
 
 
 def online_mind2web_record(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -149,6 +151,15 @@ def online_mind2web_record(record: Mapping[str, Any]) -> dict[str, Any]:
             out["website"] = host
             out.setdefault("start_url", url)
     return out
+
+
+def validation_summary(exc: ValidationError) -> str:
+    """A pydantic error on one line: ``field: problem (got value)``, joined by ``; ``."""
+    parts = []
+    for error in exc.errors():
+        field = ".".join(str(p) for p in error["loc"]) or "record"
+        parts.append(f"{field}: {error['msg']} (got {error.get('input')!r:.80})")
+    return "; ".join(parts)
 
 
 def task_label(record: Mapping[str, Any]) -> str:
