@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from mastif.cli import main
-from mastif.config import ConfigError, load_config, parse_config, plaintext_key_warnings
+from mastif.config import ConfigError, load_config, parse_config
 from mastif.importers import MastifLogError, read_mastif_log, write_imported
 from mastif.tasks.loaders import TaskLoadError, _read_table, load_task_files
 
@@ -156,6 +156,8 @@ def test_yaml_syntax_error_and_missing_file_are_one_line(tmp_path, capsys):
 
 def test_a_key_over_plain_http_to_another_host_is_warned(base_config, tmp_path, capsys):
     # before: no warning (ImportError: plaintext_key_warnings did not exist)
+    from mastif.config import plaintext_key_warnings
+
     base_config["models"]["remote"] = {
         "provider": "openai_compatible", "model": "m",
         "base_url": "http://10.1.2.3:8000/v1", "api_key_env": "REMOTE_KEY",
