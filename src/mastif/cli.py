@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from mastif.config import ConfigError, load_config
+from mastif.config import ConfigError, load_config, plaintext_key_warnings
 from mastif.paths import default_config_path
 
 DEFAULT_CONFIG = "config/config.yaml"
@@ -33,6 +33,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+    for warning in plaintext_key_warnings(cfg.model_dump()):
+        print(f"warning: {warning}", file=sys.stderr)
     if cfg.importing:
         from mastif.importers import MastifLogError, stacks_in_log
 
@@ -61,10 +63,13 @@ def cmd_import_mastif(args: argparse.Namespace) -> int:
 
     try:
         imported = read_mastif_log(args.log)  # checks the whole log before writing anything
+        written = write_imported(imported, Path(args.out))  # builds every table, then writes
     except MastifLogError as exc:
         print(exc, file=sys.stderr)
         return 2
-    written = write_imported(imported, Path(args.out))
+    except OSError as exc:
+        print(f"cannot write under {args.out}: {exc}", file=sys.stderr)
+        return 2
     print(imported.summary())
     print(f"wrote {written[0]} and {len(written) - 1} runs file(s) under {Path(args.out) / 'runs'}")
     return 0

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import ipaddress
+import math
 import os
 import re
 import string
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -315,12 +318,60 @@ def _key_path(error: jsonschema.ValidationError) -> str:
     return ".".join(str(p) for p in error.absolute_path) or "<top level>"
 
 
+#: largest magnitude of an integer in a config (int64: the Parquet columns and seeds)
+MAX_CONFIG_INT = 2**63 - 1
+
+
+def _check_numbers(value: Any, key: str = "") -> None:
+    """Every number in the config is finite (YAML's ``.nan``/``.inf`` pass JSON Schema's
+    ``minimum``/``maximum``, since NaN compares false) and every integer fits int64."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            _check_numbers(v, f"{key}.{k}" if key else str(k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_numbers(v, f"{key}.{i}" if key else str(i))
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"invalid config:\n  {key}: {value} is not a finite number")
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_CONFIG_INT:
+        raise ConfigError(f"invalid config:\n  {key}: {value} is out of range (beyond int64)")
+
+
+def is_loopback_url(url: str) -> bool:
+    """Whether ``url``'s host is this machine (``localhost``, 127.0.0.0/8, ``::1``)."""
+    host = (urllib.parse.urlsplit(url).hostname or "").rstrip(".").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def plaintext_key_warnings(data: Mapping[str, Any]) -> list[str]:
+    """One sentence per model whose API key would travel unencrypted: an ``api_key_env`` with
+    a plain ``http://`` ``base_url`` on a host other than this machine. A warning, not an
+    error: a key-checking server on a trusted LAN is legitimate, but anyone on the path can
+    read the key, so ``mastif validate`` says so."""
+    warnings = []
+    for mid, spec in (data.get("models") or {}).items():
+        url = spec.get("base_url") or ""
+        if spec.get("api_key_env") and url.lower().startswith("http://"):
+            if not is_loopback_url(url):
+                warnings.append(
+                    f"models.{mid}: the API key in ${spec['api_key_env']} is sent unencrypted "
+                    f"to {url} (plain http:// to a host other than this machine); use https://"
+                )
+    return warnings
+
+
 def validate_config(raw: Mapping[str, Any], base_dir: Path | None = None) -> dict[str, Any]:
     """Validate a raw config dict, fill defaults, check cross-references; return the new dict.
 
     Raises :class:`ConfigError` naming the key at fault. Nothing here loads a model.
     """
     data = copy.deepcopy(dict(raw))
+    _check_numbers(data)
     validator = _DefaultFillingValidator(load_schema())
     errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
@@ -360,6 +411,7 @@ def _check_references(data: dict[str, Any], base_dir: Path) -> None:
     rubric = resolve_path(data["judge"]["rubric"], base_dir)
     if not rubric.is_file():
         raise ConfigError(f"judge.rubric: file not found: {rubric}")
+    _check_rubric(rubric)
     corpus = data["values"]["corpus"]
     if (
         not corpus.startswith(("http://", "https://"))
@@ -419,6 +471,21 @@ def _check_references(data: dict[str, Any], base_dir: Path) -> None:
                 f"{key}.prompt: unknown placeholder(s) {sorted(unknown)} in {prompt_path}; "
                 f"allowed: {sorted(PROMPT_FIELDS)}"
             )
+
+
+def _check_rubric(path: Path) -> None:
+    """The judge's rubric is UTF-8 text with something in it: an empty rubric would have the
+    judge score against nothing, and a binary file would fail only when the judge runs."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"judge.rubric: {path} is not UTF-8 text (byte {exc.start}: {exc.reason})"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"judge.rubric: cannot read {path}: {exc}") from None
+    if not text.strip():
+        raise ConfigError(f"judge.rubric: {path} is empty")
 
 
 def _check_script(model_id: str, spec: dict[str, Any], base_dir: Path) -> None:
@@ -550,10 +617,26 @@ def merge_configs(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[
     return merged
 
 
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML error on one line: its problem and where (line:column, 1-based)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}" if mark else problem
+
+
 def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
     path = Path(path)
-    with path.open() as fh:
-        raw = yaml.safe_load(fh) or {}
+    try:
+        with path.open(encoding="utf-8") as fh:
+            raw = yaml.safe_load(fh) or {}
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {_yaml_problem(exc)}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: top level must be a mapping")
     return raw

@@ -33,6 +33,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import math
 import re
 import typing
 from collections import Counter
@@ -128,6 +129,15 @@ ERROR_RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
 
 class MastifLogError(ValueError):
     """The file is not a usable MASTIF log; the message names the run index and field."""
+
+
+#: largest count (tokens, tool calls, indices, step numbers) a log may give: the Parquet
+#: columns are int64, and a larger number is a broken or hostile log, not a measurement
+MAX_COUNT = 2**53
+#: longest run a log may record, in seconds (30 days); NaN/Infinity are never a latency
+MAX_LATENCY_S = 30 * 24 * 3600.0
+#: step timestamps (Unix seconds) must fall in 1970..2100
+MAX_TIMESTAMP = 4102444800.0
 
 
 # --------------------------------------------------------------------------- ids
@@ -431,6 +441,37 @@ def _get(
     return value
 
 
+def _int_in_range(value: Any, where: _Where, index: int, name: str, low: int = 0) -> int:
+    """``value`` as a count: an int (not bool, not a float) in ``low``..MAX_COUNT."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise where.fail(index, name, f"expected a whole number, got {value!r}")
+    if not low <= value <= MAX_COUNT:
+        raise where.fail(index, name, f"out of range ({value}; expected {low}..{MAX_COUNT})")
+    return value
+
+
+def _count(
+    run: Mapping[str, Any], name: str, where: _Where, index: int, low: int = 0
+) -> int | None:
+    """Optional count ``run[name]``: None when absent, else checked by :func:`_int_in_range`."""
+    value = _get(run, name, (int,), where, index)  # the type error as for other fields
+    return None if value is None else _int_in_range(value, where, index, name, low)
+
+
+def _number(
+    value: float, low: float, high: float, where: _Where, index: int, name: str, unit: str
+) -> float:
+    """``value`` as a finite float in ``low..high`` (NaN and Infinity are not numbers here)."""
+    number = float(value)
+    if not math.isfinite(number):
+        raise where.fail(index, name, f"not a finite number ({value!r})")
+    if not low <= number <= high:
+        raise where.fail(
+            index, name, f"out of range ({value!r}; expected {low:g}..{high:g} {unit})"
+        )
+    return number
+
+
 def _optional_task_field(name: str) -> bool:
     """Whether :class:`Task` accepts None for ``name`` (domain/subdomain)."""
     return type(None) in typing.get_args(Task.model_fields[name].annotation)
@@ -494,6 +535,23 @@ def _tool_log(run: Mapping[str, Any]) -> dict[str, Any] | None:
     return log if isinstance(log, dict) and log else None
 
 
+def _check_tool_log(log: dict[str, Any] | None, where: _Where, index: int) -> None:
+    """The tool_log's counts are whole numbers in range, where it gives them."""
+    if log is None:
+        return
+    for name in ("total_calls", "successful_calls"):
+        if name in log and log[name] is not None:
+            _int_in_range(log[name], where, index, f"tool_log.{name}")
+    per_tool = log.get("per_tool")
+    if isinstance(per_tool, dict):
+        for tool, stats in per_tool.items():
+            if isinstance(stats, dict):
+                for name in ("calls", "failures"):
+                    if name in stats and stats[name] is not None:
+                        _int_in_range(stats[name], where, index,
+                                      f"tool_log.per_tool.{tool}.{name}")  # fmt: skip
+
+
 def _tool_counts(log: dict[str, Any] | None) -> tuple[int | None, int | None]:
     """(calls, successful calls) from a MASTIF tool_log; (None, None) when it has none."""
     if log is None:
@@ -545,10 +603,16 @@ def _steps(
                 index, f"reasoning_steps[{k}]", f"expected an object, got {_type_name(step)}"
             )
         number = step.get("step_number")
-        number = number if isinstance(number, int) and not isinstance(number, bool) else k + 1
+        if isinstance(number, int) and not isinstance(number, bool):
+            _int_in_range(number, where, index, f"reasoning_steps[{k}].step_number")
+        else:
+            number = k + 1
         stamp = step.get("timestamp")
         if isinstance(stamp, int | float) and not isinstance(stamp, bool):
-            times.append(float(stamp))
+            times.append(
+                _number(stamp, 0.0, MAX_TIMESTAMP, where, index,
+                        f"reasoning_steps[{k}].timestamp", "Unix seconds")
+            )  # fmt: skip
         action = step.get("action")
         action = action if isinstance(action, str) and action else None
         if action is not None and action in tools:
@@ -637,17 +701,16 @@ def read_mastif_log(path: str | Path) -> ImportedLog:
             raise where.fail(i, "task", "empty")
         entry["success"] = _get(run, "success", (bool,), where, i, required=True)
         latency = _get(run, "latency", (int, float), where, i, required=True)
-        if latency < 0:
-            raise where.fail(i, "latency", f"negative ({latency})")
-        entry["latency"] = float(latency)
-        task_index = _get(run, "task_index", (int,), where, i)
+        entry["latency"] = _number(latency, 0.0, MAX_LATENCY_S, where, i, "latency", "seconds")
+        task_index = _count(run, "task_index", where, i, low=-MAX_COUNT)
         entry["task_index"] = task_index
         entry["response"] = _get(run, "response", (str,), where, i) or ""
         entry["error"] = _get(run, "error", (str,), where, i)
         entry["steps"] = _get(run, "reasoning_steps", (list,), where, i) or []
         _get(run, "metadata", (dict,), where, i)
+        _check_tool_log(_tool_log(run), where, i)
         for name in ("reasoning_tokens", "output_tokens"):
-            entry[name] = _get(run, name, (int,), where, i)
+            entry[name] = _count(run, name, where, i)
         entry["protocol_id"] = protocol_id(entry["protocol"])
         entry["framework_id"] = framework_id(entry["framework"])
         for name in ("protocol", "framework"):
@@ -820,12 +883,20 @@ def write_imported(imported: ImportedLog, out_dir: str | Path) -> list[Path]:
     (one per stack); each file appears whole (written aside, then renamed). Returns the paths,
     tasks first."""
     out = Path(out_dir)
+    # every table is built before any file is written: a log a table cannot hold fails here
+    # and leaves nothing behind (no tasks.parquet without its runs)
+    try:
+        tasks = imported.tasks_frame()
+        tables = {
+            out / "runs" / f"{stack.path}.parquet": imported.runs_table(stack)
+            for stack in imported.stacks()
+        }
+    except (pa.ArrowException, OverflowError, ValueError, TypeError) as exc:
+        raise MastifLogError(f"{imported.path}: cannot be stored as tables: {exc}") from None
     tasks_path = out / "tasks.parquet"
-    write_atomically(tasks_path, lambda p: imported.tasks_frame().write_parquet(p))
+    write_atomically(tasks_path, lambda p: tasks.write_parquet(p))
     paths = [tasks_path]
-    for stack in imported.stacks():
-        target = out / "runs" / f"{stack.path}.parquet"
-        table = imported.runs_table(stack)
+    for target, table in tables.items():
         write_atomically(target, lambda p, t=table: pq.write_table(t, p))
         paths.append(target)
     return paths

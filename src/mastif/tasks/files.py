@@ -46,7 +46,12 @@ def read_records(path: str | Path, fmt: str | None = None) -> tuple[Records, lis
     if not path.is_file():
         raise TableError(f"{path}: task file not found")
     reader = {"json": _json, "jsonl": _jsonl, "csv": _csv, "parquet": _parquet}[fmt]
-    records, columns = reader(path)
+    try:
+        records, columns = reader(path)
+    except UnicodeDecodeError as exc:
+        raise TableError(
+            f"{path}: task file is not UTF-8 text (byte {exc.start}: {exc.reason})"
+        ) from None
     if not records:
         raise TableError(f"{path}: no tasks in file")
     return records, columns

@@ -29,7 +29,9 @@ from mastif.tasks.records import (
     RecordError,
     check_columns,
     online_mind2web_record,
+    task_label,
     tasks_from_records,
+    validation_summary,
 )
 
 BUILTIN_TASKS = Path("tasks") / "builtin.jsonl"
@@ -143,6 +145,10 @@ def _read_jsonl_lines(file: Path) -> list[tuple[int, Task]]:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise TaskLoadError(f"{file}: cannot read task file: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise TaskLoadError(
+            f"{file}: task file is not UTF-8 text (byte {exc.start}: {exc.reason})"
+        ) from None
     tasks: list[tuple[int, Task]] = []
     first_line: dict[str, int] = {}
     for lineno, line in enumerate(text.splitlines(), start=1):
@@ -158,7 +164,9 @@ def _read_jsonl_lines(file: Path) -> list[tuple[int, Task]]:
         try:
             task = Task.model_validate(record)
         except ValidationError as exc:
-            raise TaskLoadError(f"{where}: invalid task record: {exc}") from exc
+            raise TaskLoadError(
+                f"{where}: invalid task record{task_label(record)}: {validation_summary(exc)}"
+            ) from None
         if task.check is not None:
             try:
                 validate_check(task.check)

@@ -13,7 +13,15 @@ from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 import polars as pl
-from pydantic import BaseModel, ConfigDict, StringConstraints, computed_field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StringConstraints,
+    computed_field,
+    model_validator,
+)
 
 Level = Literal["easy", "medium", "hard"]
 LEVELS: tuple[Level, ...] = ("easy", "medium", "hard")
@@ -24,6 +32,14 @@ MEDIUM_MAX_STEPS = 8
 """A task with more than ``EASY_MAX_STEPS`` and at most this many steps is ``medium``."""
 
 NonEmptyStr = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
+MAX_REFERENCE_LENGTH = 1000
+"""Most steps a task's ``reference_length`` may give (Mind2Web's longest tasks have a few
+dozen): a larger count is a broken or hostile file, not a task."""
+
+#: a whole number of steps, 1..MAX_REFERENCE_LENGTH; a float (``1e300``, ``NaN``, ``3.5``) is
+#: rejected rather than truncated
+ReferenceLength = Annotated[StrictInt, Field(ge=1, le=MAX_REFERENCE_LENGTH)]
 
 
 def level_for_steps(n: int) -> Level:
@@ -76,7 +92,7 @@ class Task(BaseModel):
     reference_steps: list[NonEmptyStr] = []
     #: steps a person needed, for sources that give the count but not the steps
     #: (Online-Mind2Web's ``reference_length``); with steps it must equal their number
-    reference_length: int | None = None
+    reference_length: ReferenceLength | None = None
     #: ``None`` only when given so explicitly: difficulty unknown (tasks imported from a log
     #: that records none); stratifying by level is then an error
     level: Level | None

@@ -131,7 +131,9 @@ def task_from_record(
     try:
         return Task.model_validate(data)
     except ValidationError as exc:
-        raise RecordError(f"{where}: invalid task record: {exc}") from exc
+        raise RecordError(
+            f"{where}: invalid task record{task_label(data)}: {validation_summary(exc)}"
+        ) from None
 
 
 def online_mind2web_record(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -149,6 +151,21 @@ def online_mind2web_record(record: Mapping[str, Any]) -> dict[str, Any]:
             out["website"] = host
             out.setdefault("start_url", url)
     return out
+
+
+def validation_summary(exc: ValidationError) -> str:
+    """A pydantic error on one line: ``field: problem (got value)``, joined by ``; ``."""
+    parts = []
+    for error in exc.errors():
+        field = ".".join(str(p) for p in error["loc"]) or "record"
+        parts.append(f"{field}: {error['msg']} (got {error.get('input')!r:.80})")
+    return "; ".join(parts)
+
+
+def task_label(record: Mapping[str, Any]) -> str:
+    """`` (task 'id')`` for error messages, when the record names its task; else empty."""
+    task_id = record.get("task_id") if isinstance(record, Mapping) else None
+    return f" (task {task_id!r})" if isinstance(task_id, str | int) and task_id != "" else ""
 
 
 def tasks_from_records(
