@@ -239,19 +239,7 @@ def _fit_lmm(data: pl.DataFrame, formula: str, alpha: float) -> list[dict[str, A
 
     df = data.to_pandas()
     res = smf.mixedlm(formula, df, groups=df[GROUP]).fit(reml=True)
-    ci = res.conf_int(alpha=alpha)
-    rows = [
-        {
-            "term": name,
-            "estimate": res.fe_params[name],
-            "std_error": res.bse_fe[name],
-            "ci_low": ci.loc[name, 0],
-            "ci_high": ci.loc[name, 1],
-            "p_value": res.pvalues[name],
-            "converged": bool(res.converged),
-        }
-        for name in res.fe_params.index
-    ]
+    rows = _coefficient_rows(res, res.fe_params, res.bse_fe, alpha)
     bse_re = np.atleast_1d(res.bse_re)
     rows.append(
         {
@@ -265,20 +253,26 @@ def _fit_lmm(data: pl.DataFrame, formula: str, alpha: float) -> list[dict[str, A
     return rows
 
 
-def _gee_rows(res, alpha: float) -> list[dict[str, Any]]:
+def _coefficient_rows(res, params, bse, alpha: float) -> list[dict[str, Any]]:
+    """One row per fixed-effect coefficient of a statsmodels fit ``res``: ``params`` and
+    ``bse`` are its estimates and standard errors (the fixed-effect ones for a MixedLM)."""
     ci = res.conf_int(alpha=alpha)
     return [
         {
             "term": name,
-            "estimate": res.params[name],
-            "std_error": res.bse[name],
+            "estimate": params[name],
+            "std_error": bse[name],
             "ci_low": ci.loc[name, 0],
             "ci_high": ci.loc[name, 1],
             "p_value": res.pvalues[name],
             "converged": bool(res.converged),
         }
-        for name in res.params.index
+        for name in params.index
     ]
+
+
+def _gee_rows(res, alpha: float) -> list[dict[str, Any]]:
+    return _coefficient_rows(res, res.params, res.bse, alpha)
 
 
 def _fit_gee_binomial(data: pl.DataFrame, formula: str, alpha: float) -> list[dict[str, Any]]:
