@@ -11,11 +11,16 @@ run's sandbox session cookie) holding one page, created on the run's first brows
 :meth:`BrowserService.end_run`. A click in one step is therefore still
 there in the next step of the same run, and never visible to another run.
 
-Every request the page makes — navigations, redirects, sub-resources — passes the URL
-policy (:mod:`mastif.tools.netpolicy`) in a route handler, so a page cannot pull the
-browser to a private address either. Chromium is Debian's (``/usr/bin/chromium``), started
-headless with background networking, component updates and sync off and a fresh profile
-(Playwright's default temporary one).
+Every connection the browser makes goes through a loopback forward proxy
+(:mod:`mastif.tools.egress_proxy`) that the service runs for each run's context (and one
+for the browser as a whole): every hop of a redirect chain, every sub-resource, form post,
+WebSocket and Worker connection passes the URL policy (:mod:`mastif.tools.netpolicy`)
+there, and the proxy connects to the address the policy checked, not to the name again
+(DNS rebinding). A Playwright route handler alone would not do: Playwright calls it only
+for the first URL of a redirect chain, and never for WebSockets. What the proxy refuses
+is answered 403 with the reason and recorded as the run's refusal. Chromium is Debian's
+(``/usr/bin/chromium``), started headless with background networking, component updates
+and sync off and a fresh profile (Playwright's default temporary one).
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from mastif.tools.base import ToolError
-from mastif.tools.netpolicy import UrlPolicy, check_url
+from mastif.tools.egress_proxy import EgressProxy
+from mastif.tools.netpolicy import ALLOWED_SCHEMES, UrlPolicy
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +63,7 @@ class BrowserOptions:
 class _RunPage:
     context: Any  # playwright BrowserContext
     page: Any  # playwright Page
+    proxy: EgressProxy | None = None
     refused: list[str] = field(default_factory=list)
 
 
@@ -80,6 +87,9 @@ class BrowserService:
         self._playwright: Any = None
         self._browser: Any = None
         self._pages: dict[str, _RunPage] = {}
+        self._proxy: EgressProxy | None = None
+        #: refusals of the browser-wide proxy (requests outside any run's context)
+        self.refused_outside: list[str] = []
         self._closed = False
 
     # ------------------------------------------------------------------ public
@@ -136,11 +146,17 @@ class BrowserService:
             from playwright.async_api import async_playwright
 
             try:
+                if self._proxy is None:
+                    self._proxy = await EgressProxy(
+                        self.policy, self.refused_outside.append
+                    ).start()
                 self._playwright = await async_playwright().start()
                 self._browser = await self._playwright.chromium.launch(
                     executable_path=self.options.executable,
                     headless=self.options.headless,
                     args=list(CHROMIUM_ARGS),
+                    # loopback too: Playwright adds <-loopback> to Chromium's bypass list
+                    proxy={"server": self._proxy.url},
                 )
             except Exception as exc:
                 raise ToolError(
@@ -151,10 +167,18 @@ class BrowserService:
     async def _page_for(self, run_id: str) -> _RunPage:
         if run_id not in self._pages:
             browser = await self._ensure_browser()
-            context = await browser.new_context(service_workers="block")
+            refused: list[str] = []
+            proxy = await EgressProxy(self.policy, refused.append).start()
+            try:
+                context = await browser.new_context(
+                    service_workers="block", proxy={"server": proxy.url}
+                )
+            except BaseException:
+                await proxy.close()
+                raise
             context.set_default_timeout(self.options.action_timeout_s * 1000)
             context.set_default_navigation_timeout(self.options.action_timeout_s * 1000)
-            run = _RunPage(context, None)
+            run = _RunPage(context, None, proxy, refused)
             await context.route("**/*", lambda route: self._guard(route, run))
             if self._cookies_for is not None:
                 cookies = self._cookies_for(run_id)
@@ -173,18 +197,20 @@ class BrowserService:
         return self._pages[run_id]
 
     async def _guard(self, route: Any, run: _RunPage) -> None:
-        """Let a request through only if the URL policy allows it."""
+        """Refuse a request whose scheme the proxy never sees (``file:``, ``chrome:`` ...).
+
+        Addresses are checked by the egress proxy, on every connection; this handler only
+        keeps schemes that do not go through a proxy away from the page (it sees only the
+        first URL of a redirect chain, which is enough for a scheme an http page cannot
+        redirect to anyway).
+        """
         url = route.request.url
-        if url.startswith(("data:", "about:", "blob:")):
+        scheme = url.split(":", 1)[0].lower()
+        if scheme in ALLOWED_SCHEMES or scheme in ("data", "about", "blob"):
             await route.continue_()
             return
-        try:
-            await asyncio.to_thread(check_url, url, self.policy)
-        except ToolError as exc:
-            run.refused.append(str(exc))
-            await route.abort("blockedbyclient")
-            return
-        await route.continue_()
+        run.refused.append(f"refused {url[:200]!r}: only http, https URLs are allowed")
+        await route.abort("blockedbyclient")
 
     async def _on_page(self, run_id: str, action: Callable[[Any], Awaitable[T]]) -> T:
         run = await self._page_for(run_id)
@@ -199,7 +225,11 @@ class BrowserService:
     async def _close_run(self, run_id: str) -> None:
         run = self._pages.pop(run_id, None)
         if run is not None:
-            await run.context.close()
+            try:
+                await run.context.close()
+            finally:
+                if run.proxy is not None:
+                    await run.proxy.close()
 
     async def _shutdown(self) -> None:
         for run_id in list(self._pages):
@@ -208,3 +238,5 @@ class BrowserService:
             await self._browser.close()
         if self._playwright is not None:
             await self._playwright.stop()
+        if self._proxy is not None:
+            await self._proxy.close()

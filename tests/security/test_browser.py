@@ -1,0 +1,312 @@
+"""The browser reaches no address the URL policy refuses, however the page asks (issue 18).
+
+A real headless Chromium (``/usr/bin/chromium``) through the web tools. Two servers on
+127.0.0.1: an *allowed* one (listed in the policy's ``allowed``) whose pages redirect, link,
+post, open WebSockets and start Workers towards a *forbidden* one (another loopback port,
+not allowed), which records every connection it gets and answers with a secret (an HTML
+page, or a WebSocket handshake and a message). Each test asserts that the forbidden server
+saw no connection and that no text the model gets contains the secret.
+
+Before the egress proxy (the route guard alone) every test here failed: the forbidden
+server was hit and the secret was in the tool's output or the page (items 1, 2, 3).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import socket
+import socketserver
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from mastif.config import WebOptions
+from mastif.tools import Tool, netpolicy
+from mastif.tools import browser as browser_mod
+from mastif.webenv import WebEnvironment
+
+pytestmark = pytest.mark.slow
+
+SECRET = "FORBIDDEN-SECRET-7d41"
+REBIND_HOST = "rebind.test"
+#: what the rebinding name resolves to while the policy checks it (a public address)
+REBIND_PUBLIC = "93.184.215.14"
+
+
+class _Forbidden(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _ForbiddenHandler)
+        self.hits: list[str] = []
+        self.port = self.server_address[1]
+
+
+class _ForbiddenHandler(socketserver.StreamRequestHandler):
+    """Record the connection; answer an HTTP page or a WebSocket message holding SECRET."""
+
+    def handle(self) -> None:
+        self.request.settimeout(5)
+        head = b""
+        while b"\r\n\r\n" not in head and len(head) < 16384:
+            data = self.request.recv(4096)
+            if not data:
+                break
+            head += data
+        text = head.decode("latin-1")
+        self.server.hits.append(text.split("\r\n", 1)[0] or "(connection)")  # type: ignore[attr-defined]
+        key = next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in text.split("\r\n")
+                if line.lower().startswith("sec-websocket-key:")
+            ),
+            None,
+        )
+        if key is not None:
+            accept = base64.b64encode(
+                hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()
+            ).decode()
+            self.request.sendall(
+                (
+                    "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                    f"Connection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n"
+                ).encode()
+            )
+            payload = SECRET.encode()
+            self.request.sendall(bytes([0x81, len(payload)]) + payload)
+            time.sleep(0.5)
+            return
+        body = f"<html><body><h1>{SECRET}</h1></body></html>".encode()
+        self.request.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+
+
+def _allowed_server(forbidden: int) -> ThreadingHTTPServer:
+    target = f"http://127.0.0.1:{forbidden}/secret"
+    ws = f"ws://127.0.0.1:{forbidden}/socket"
+    show = "e => { const p = document.createElement('p'); p.textContent = 'got ' + e.data; document.body.appendChild(p); }"
+    pages = {
+        "/link": '<html><body><a href="/r302">Next page</a></body></html>',
+        "/form": (
+            '<html><body><form id="f" method="POST" action="/r307">'
+            '<input name="q" value="posted"></form>'
+            "<script>document.getElementById('f').submit()</script></body></html>"
+        ),
+        "/ws": f"<html><body><p>socket page</p><script>new WebSocket('{ws}').onmessage = {show};</script></body></html>",
+        "/worker": (
+            "<html><body><p>worker page</p><script>"
+            f"new Worker('/worker.js').onmessage = {show};</script></body></html>"
+        ),
+    }
+    worker_js = f"new WebSocket('{ws}').onmessage = e => postMessage(e.data);"
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _send(self, status: int, body: str, ctype: str, **headers: str) -> None:
+            data = body.encode()
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            if self.path == "/r302":
+                self._send(302, "", "text/plain", Location=target)
+            elif self.path == "/worker.js":
+                self._send(200, worker_js, "text/javascript")
+            elif self.path in pages:
+                self._send(200, pages[self.path], "text/html")
+            else:
+                self._send(404, "no such page", "text/plain")
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            if self.path == "/r307":
+                self._send(307, "", "text/plain", Location=target)
+            else:
+                self._send(404, "no such page", "text/plain")
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    return server
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[tuple[_Forbidden, str]]:
+    forbidden = _Forbidden()
+    allowed = _allowed_server(forbidden.port)
+    threads = [
+        threading.Thread(target=s.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+        for s in (forbidden, allowed)
+    ]
+    for t in threads:
+        t.start()
+    yield forbidden, f"127.0.0.1:{allowed.server_address[1]}"
+    for s in (forbidden, allowed):
+        s.shutdown()
+        s.server_close()
+
+
+@pytest.fixture(scope="module")
+def web(servers: tuple[_Forbidden, str]) -> Iterator[WebEnvironment]:
+    forbidden, allowed = servers
+    with pytest.MonkeyPatch.context() as mp:
+        # the rebinding attacker's DNS, second answer: Chromium (when it resolves names
+        # itself, as it did before the proxy) finds the rebinding name on loopback
+        mp.setattr(
+            browser_mod,
+            "CHROMIUM_ARGS",
+            (*browser_mod.CHROMIUM_ARGS, f"--host-resolver-rules=MAP {REBIND_HOST} 127.0.0.1"),
+        )
+        options = WebOptions(
+            allow_private=False,
+            allowed_hosts=(allowed,),
+            browser_executable="/usr/bin/chromium",
+            action_timeout_s=5.0,
+            http_timeout_s=1.5,
+            page_chars=2000,
+            search_backend="duckduckgo",
+        )
+        env = WebEnvironment("live", options, None)
+        yield env
+        env.close()
+
+
+@pytest.fixture(scope="module")
+def tools(web: WebEnvironment) -> dict[str, Tool]:
+    return {t.name: t for t in web.tools(["web_browser", "web_interaction"])}
+
+
+@pytest.fixture
+def forbidden(servers: tuple[_Forbidden, str]) -> _Forbidden:
+    servers[0].hits.clear()
+    return servers[0]
+
+
+@pytest.fixture
+def base(servers: tuple[_Forbidden, str]) -> str:
+    return f"http://{servers[1]}"
+
+
+def _visible(result: Any) -> str:
+    return f"{result.output}\n{result.error}"
+
+
+def _page_text(web: WebEnvironment, run_id: str) -> str:
+    async def body(page: Any) -> str:
+        return await page.inner_text("body")
+
+    return web.browser.call(run_id, body)
+
+
+def _settle(forbidden: _Forbidden, web: WebEnvironment, run_id: str, s: float = 1.5) -> str:
+    """Give the page's scripts time to connect; the page text after that."""
+    deadline = time.monotonic() + s
+    while time.monotonic() < deadline and not forbidden.hits:
+        time.sleep(0.1)
+    refused = web.browser.refused(run_id)  # before the next action clears the list
+    return _page_text(web, run_id) + "\n" + "\n".join(refused)
+
+
+def test_redirect_of_a_navigation_is_checked(tools, web, forbidden, base) -> None:
+    # before: the tool returned "Page: ... FORBIDDEN-SECRET-7d41" (the 302 was followed)
+    result = tools["web_browser"].invoke({"url": f"{base}/r302"}, "sec-redirect")
+    assert not result.ok and "refused" in result.error, _visible(result)
+    assert SECRET not in _visible(result)
+    assert forbidden.hits == []
+    assert any("127.0.0.1" in r for r in web.browser.refused("sec-redirect"))
+
+
+def test_redirect_after_a_click_is_checked(tools, web, forbidden, base) -> None:
+    # before: the click landed on the forbidden page and its snapshot held the secret
+    run = "sec-click"
+    assert tools["web_browser"].invoke({"url": f"{base}/link"}, run).ok
+    result = tools["web_interaction"].invoke({"action": "click", "target": "Next page"}, run)
+    assert SECRET not in _visible(result)
+    assert SECRET not in _page_text(web, run)
+    assert forbidden.hits == []
+
+
+def test_post_form_redirected_by_307_is_checked(tools, web, forbidden, base) -> None:
+    # before: the auto-submitted POST was re-sent, body and all, to the forbidden server
+    run = "sec-307"
+    result = tools["web_browser"].invoke({"url": f"{base}/form"}, run)
+    text = _settle(forbidden, web, run)
+    assert SECRET not in _visible(result) and SECRET not in text
+    assert forbidden.hits == []
+
+
+def test_websocket_from_a_page_is_checked(tools, web, forbidden, base) -> None:
+    # before: the page's WebSocket reached the forbidden port ("got FORBIDDEN-SECRET...")
+    run = "sec-ws"
+    result = tools["web_browser"].invoke({"url": f"{base}/ws"}, run)
+    assert result.ok, result.error
+    text = _settle(forbidden, web, run)
+    assert SECRET not in text and forbidden.hits == []
+    # Chromium tunnels ws:// through CONNECT: refused there, and recorded for the run
+    assert f"refused 'https://127.0.0.1:{forbidden.port}/'" in text
+
+
+def test_websocket_from_a_worker_is_checked(tools, web, forbidden, base) -> None:
+    # before: a dedicated Worker's WebSocket reached the forbidden port
+    run = "sec-worker"
+    result = tools["web_browser"].invoke({"url": f"{base}/worker"}, run)
+    assert result.ok, result.error
+    text = _settle(forbidden, web, run)
+    assert SECRET not in text and forbidden.hits == []
+
+
+def test_dns_rebinding_connects_to_the_checked_address(tools, web, forbidden, monkeypatch) -> None:
+    """A name that is public while the policy checks it and loopback on any other lookup.
+
+    The browser must connect to the address the check returned (here a public one, which
+    the test's connection seam refuses at once), never look the name up again: a second
+    lookup — Chromium's own (before: the forbidden page's secret came back), or the
+    proxy's — lands on the forbidden server.
+    """
+    real = socket.getaddrinfo
+    connected: list[str] = []
+
+    def rebinding(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if host == REBIND_HOST:
+            caller = sys._getframe(1).f_code
+            address = REBIND_PUBLIC if caller is netpolicy.check_url.__code__ else "127.0.0.1"
+            return real(address, port, *args, **kwargs)
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    try:
+        from mastif.tools import egress_proxy
+    except ImportError:  # the code before the proxy: nothing to stub
+        egress_proxy = None
+    if egress_proxy is not None:
+        real_open = egress_proxy.open_upstream
+
+        async def seam(address: str, port: int) -> Any:
+            connected.append(address)
+            if address == REBIND_PUBLIC:  # no internet in tests: the public host is down
+                raise ConnectionRefusedError("test: public address unreachable")
+            return await real_open(address, port)
+
+        monkeypatch.setattr(egress_proxy, "open_upstream", seam)
+    url = f"http://{REBIND_HOST}:{forbidden.port}/secret"
+    result = tools["web_browser"].invoke({"url": url}, "sec-rebind")
+    assert SECRET not in _visible(result)
+    assert forbidden.hits == []
+    assert connected and set(connected) == {REBIND_PUBLIC}
