@@ -13,7 +13,9 @@ server was hit and the secret was in the tool's output or the page (items 1, 2, 
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import hashlib
 import socket
 import socketserver
@@ -310,3 +312,99 @@ def test_dns_rebinding_connects_to_the_checked_address(tools, web, forbidden, mo
     assert SECRET not in _visible(result)
     assert forbidden.hits == []
     assert connected and set(connected) == {REBIND_PUBLIC}
+
+
+# ------------------------------------------------- the proxy's own bounds (no Chromium)
+
+
+async def _upstream(seen: list[bytes]) -> asyncio.Server:
+    """A loopback server that records what it reads and answers one small page."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen.append(await reader.readuntil(b"\r\n\r\n"))
+        await asyncio.sleep(0.2)  # anything more the client sent would have arrived
+        with contextlib.suppress(Exception):
+            seen[-1] += await asyncio.wait_for(reader.read(4096), 0.1)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nKeep-Alive: timeout=5\r\n\r\nok")
+        await writer.drain()
+        writer.close()
+
+    return await asyncio.start_server(serve, "127.0.0.1", 0)
+
+
+async def _exchange(port: int, data: bytes, read_s: float = 3.0) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(data)
+    await writer.drain()
+    out = b""
+    with contextlib.suppress(TimeoutError, ConnectionError):
+        while chunk := await asyncio.wait_for(reader.read(65536), read_s):
+            out += chunk
+    writer.close()
+    return out
+
+
+def test_proxy_sends_one_request_per_connection_and_bounds_heads() -> None:
+    from mastif.tools.egress_proxy import MAX_HEAD_BYTES, EgressProxy
+    from mastif.tools.netpolicy import UrlPolicy
+
+    async def scenario() -> None:
+        seen: list[bytes] = []
+        up = await _upstream(seen)
+        host = f"127.0.0.1:{up.sockets[0].getsockname()[1]}"
+        refused: list[str] = []
+        proxy = await EgressProxy(UrlPolicy(allowed=frozenset({host})), refused.append).start()
+        assert proxy.port is not None
+        # a second request pipelined behind the first, to another (forbidden) host, is
+        # never forwarded: the upstream sees one origin-form request with Connection: close
+        two = (
+            f"GET http://{host}/a HTTP/1.1\r\nHost: {host}\r\nProxy-Connection: keep-alive\r\n\r\n"
+            "GET http://127.0.0.1:9/b HTTP/1.1\r\nHost: 127.0.0.1:9\r\n\r\n"
+        ).encode()
+        answer = await _exchange(proxy.port, two)
+        assert answer.startswith(b"HTTP/1.1 200") and b"Connection: close" in answer
+        assert b"Keep-Alive" not in answer and answer.endswith(b"ok")
+        assert len(seen) == 1 and seen[0].startswith(b"GET /a HTTP/1.1\r\n")
+        assert b"Connection: close" in seen[0] and b"Proxy-Connection" not in seen[0]
+        assert b"/b" not in seen[0]
+        # a forbidden CONNECT: 403 naming the refusal, recorded
+        answer = await _exchange(proxy.port, b"CONNECT 10.0.0.1:443 HTTP/1.1\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 403") and b"10.0.0.1" in answer
+        assert refused and "10.0.0.1" in refused[-1]
+        # a head over the cap: 431, not read further
+        big = b"GET http://" + host.encode() + b"/ HTTP/1.1\r\nX: " + b"a" * MAX_HEAD_BYTES
+        answer = await _exchange(proxy.port, big + b"\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 431")
+        # a chunked upload (length unknown, so the end of the request is unknown): 411
+        chunked = f"POST http://{host}/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
+        assert (await _exchange(proxy.port, chunked)).startswith(b"HTTP/1.1 411")
+        assert len(seen) == 1
+        await proxy.close()
+        up.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 20))
+
+
+def test_proxy_caps_concurrent_connections_and_slow_heads(monkeypatch) -> None:
+    from mastif.tools import egress_proxy
+    from mastif.tools.egress_proxy import EgressProxy
+    from mastif.tools.netpolicy import UrlPolicy
+
+    monkeypatch.setattr(egress_proxy, "HEAD_TIMEOUT_S", 0.5)
+
+    async def scenario() -> None:
+        proxy = await EgressProxy(UrlPolicy(), max_connections=2).start()
+        idle = [await asyncio.open_connection("127.0.0.1", proxy.port) for _ in range(2)]
+        await asyncio.sleep(0.1)
+        answer = await _exchange(proxy.port or 0, b"", read_s=2.0)
+        assert answer.startswith(b"HTTP/1.1 503"), answer
+        for _, writer in idle:
+            writer.close()
+        await asyncio.sleep(0.2)
+        # a client that never finishes its head is dropped after HEAD_TIMEOUT_S
+        started = time.monotonic()
+        assert await _exchange(proxy.port or 0, b"GET http://x/ HTTP/1.1\r\n", 5.0) == b""
+        assert time.monotonic() - started < 2.0
+        await proxy.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 20))

@@ -59,6 +59,18 @@ class BrowserOptions:
     action_timeout_s: float = 15.0
 
 
+#: refusals kept per run action (and browser-wide): a page may retry a refused URL forever
+MAX_REFUSALS = 100
+
+
+def _recorder(refusals: list[str]) -> Callable[[str], None]:
+    def record(message: str) -> None:
+        if len(refusals) < MAX_REFUSALS:
+            refusals.append(message)
+
+    return record
+
+
 @dataclass
 class _RunPage:
     context: Any  # playwright BrowserContext
@@ -148,7 +160,7 @@ class BrowserService:
             try:
                 if self._proxy is None:
                     self._proxy = await EgressProxy(
-                        self.policy, self.refused_outside.append
+                        self.policy, _recorder(self.refused_outside)
                     ).start()
                 self._playwright = await async_playwright().start()
                 self._browser = await self._playwright.chromium.launch(
@@ -168,7 +180,7 @@ class BrowserService:
         if run_id not in self._pages:
             browser = await self._ensure_browser()
             refused: list[str] = []
-            proxy = await EgressProxy(self.policy, refused.append).start()
+            proxy = await EgressProxy(self.policy, _recorder(refused)).start()
             try:
                 context = await browser.new_context(
                     service_workers="block", proxy={"server": proxy.url}

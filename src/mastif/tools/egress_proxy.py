@@ -157,7 +157,7 @@ class EgressProxy:
             return await asyncio.to_thread(check_url, url, self.policy)
         except ToolError as exc:
             message = str(exc)
-            log.info("egress proxy: %s", message)
+            log.debug("egress proxy: %s", message)
             if self._on_refused is not None:
                 self._on_refused(message)
             raise _Reject(403, "Forbidden", message) from None
