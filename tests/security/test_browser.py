@@ -8,7 +8,8 @@ page, or a WebSocket handshake and a message). Each test asserts that the forbid
 saw no connection and that no text the model gets contains the secret.
 
 Before the egress proxy (the route guard alone) every test here failed: the forbidden
-server was hit and the secret was in the tool's output or the page (items 1, 2, 3).
+server was hit and the secret was in the tool's output or the page (items 1, 2, 3); a
+page's WebRTC sent STUN datagrams to a loopback UDP port.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ class _ForbiddenHandler(socketserver.StreamRequestHandler):
         )
 
 
-def _allowed_server(forbidden: int) -> ThreadingHTTPServer:
+def _allowed_server(forbidden: int, udp: int) -> ThreadingHTTPServer:
     target = f"http://127.0.0.1:{forbidden}/secret"
     ws = f"ws://127.0.0.1:{forbidden}/socket"
     show = "e => { const p = document.createElement('p'); p.textContent = 'got ' + e.data; document.body.appendChild(p); }"
@@ -111,6 +112,15 @@ def _allowed_server(forbidden: int) -> ThreadingHTTPServer:
             f"new Worker('/worker.js').onmessage = {show};</script></body></html>"
         ),
     }
+    pages["/rtc"] = (
+        "<html><body><p>rtc page</p><script>"
+        "const pc = new RTCPeerConnection({iceServers: ["
+        f"{{urls: 'stun:127.0.0.1:{udp}'}}, "
+        f"{{urls: 'turn:127.0.0.1:{forbidden}?transport=tcp', username: 'u', credential: 'p'}}]}});"
+        "pc.createDataChannel('x');"
+        "pc.createOffer().then(o => pc.setLocalDescription(o));"
+        "</script></body></html>"
+    )
     worker_js = f"new WebSocket('{ws}').onmessage = e => postMessage(e.data);"
 
     class Handler(BaseHTTPRequestHandler):
@@ -149,10 +159,42 @@ def _allowed_server(forbidden: int) -> ThreadingHTTPServer:
     return server
 
 
+class _Datagrams:
+    """A UDP socket on 127.0.0.1 that counts the datagrams it gets (in a thread)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(0.1)
+        self.port = self.sock.getsockname()[1]
+        self.count = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(OSError):
+                self.sock.recvfrom(2048)
+                self.count += 1
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+        self.sock.close()
+
+
 @pytest.fixture(scope="module")
-def servers() -> Iterator[tuple[_Forbidden, str]]:
+def udp() -> Iterator[_Datagrams]:
+    server = _Datagrams()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def servers(udp: _Datagrams) -> Iterator[tuple[_Forbidden, str]]:
     forbidden = _Forbidden()
-    allowed = _allowed_server(forbidden.port)
+    allowed = _allowed_server(forbidden.port, udp.port)
     threads = [
         threading.Thread(target=s.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
         for s in (forbidden, allowed)
@@ -272,6 +314,17 @@ def test_websocket_from_a_worker_is_checked(tools, web, forbidden, base) -> None
     assert result.ok, result.error
     text = _settle(forbidden, web, run)
     assert SECRET not in text and forbidden.hits == []
+
+
+def test_webrtc_from_a_page_reaches_no_private_address(tools, web, forbidden, udp, base) -> None:
+    # before: the page's ICE gathering sent STUN datagrams to the loopback UDP port
+    run = "sec-rtc"
+    result = tools["web_browser"].invoke({"url": f"{base}/rtc"}, run)
+    assert result.ok, result.error
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline and not (udp.count or forbidden.hits):
+        time.sleep(0.1)
+    assert udp.count == 0 and forbidden.hits == []
 
 
 def test_dns_rebinding_connects_to_the_checked_address(tools, web, forbidden, monkeypatch) -> None:

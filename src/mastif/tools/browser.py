@@ -48,6 +48,9 @@ CHROMIUM_ARGS = (
     "--disable-sync",
     "--disable-default-apps",
     "--no-first-run",
+    # WebRTC sends STUN/ICE over UDP straight from the renderer, past any proxy (a page
+    # could reach a UDP service on a private address): no UDP, TCP through the proxy only
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
 )
 
 
