@@ -18,6 +18,7 @@ import pytest
 from mastif.config import parse_config
 from mastif.judge import JudgeSettings, judge_one
 from mastif.providers import Endpoint, Gateway
+from mastif.providers import gateway as gateway_module
 from mastif.providers.gateway import redact
 from mastif.runner import execute_stack
 from mastif.tasks import load_tasks
@@ -42,6 +43,19 @@ def echoing(key: str, status: int):  # noqa: ANN201 - a ScriptedChatServer reply
     message = f"Incorrect API key provided: {key}; Authorization: Bearer {key[:24]}..."
     raw = json.dumps({"error": {"message": message, "type": "invalid_request_error"}})
     return lambda payload: {"status": status, "raw": raw}
+
+
+def spy_on_tokens(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The gateways' tokens made from now on (to look for them where they must not be)."""
+    made: list[str] = []
+    real = gateway_module.secrets.token_urlsafe
+
+    def spy(nbytes: int | None = None) -> str:
+        made.append(real(nbytes))
+        return made[-1]
+
+    monkeypatch.setattr(gateway_module.secrets, "token_urlsafe", spy)
+    return made
 
 
 def post(gw: Gateway, run_id: str, headers: dict[str, str] | None) -> httpx.Response:
@@ -136,8 +150,16 @@ def test_the_judges_error_from_an_echoing_endpoint_has_no_key():
     assert len(srv.requests) == 1  # the judge's client holds the token: it was served
 
 
+# each framework builds its own client with the token; langgraph's in the fast tier
+SLOW = pytest.mark.slow  # ~5-8 s each
+
+
+@pytest.mark.parametrize(
+    "framework",
+    ["langgraph", pytest.param("crewai", marks=SLOW), pytest.param("semantic_kernel", marks=SLOW)],
+)
 def test_a_run_against_an_echoing_endpoint_keeps_the_key_out_of_parquet_and_logs(
-    fake_model_config, tmp_path, monkeypatch, caplog
+    framework, fake_model_config, tmp_path, monkeypatch, caplog
 ):
     # the scripted endpoint behind the real runner, gateway and framework (langgraph).
     # Before the fix: the run's error_message (so runs.parquet and the checkpoint) was
@@ -148,9 +170,10 @@ def test_a_run_against_an_echoing_endpoint_keeps_the_key_out_of_parquet_and_logs
     with ScriptedChatServer(echoing(key, 400)) as srv:
         cfg = fake_model_config(srv.base_url, max_steps=1, max_tool_rounds=1)
         cfg["models"]["fake"]["api_key_env"] = "MASTIF_TEST_KEY"
-        cfg["frameworks"], cfg["protocols"] = ["langgraph"], ["standard"]
+        cfg["frameworks"], cfg["protocols"] = [framework], ["standard"]
         config = parse_config(cfg)
         monkeypatch.setenv("MASTIF_TEST_KEY", key)
+        tokens = spy_on_tokens(monkeypatch)
         checkpoint = tmp_path / "ck" / "1-of-1.jsonl"
         with caplog.at_level(logging.DEBUG):
             traces = execute_stack(
@@ -163,6 +186,7 @@ def test_a_run_against_an_echoing_endpoint_keeps_the_key_out_of_parquet_and_logs
     for blob in ((tmp_path / "runs.parquet").read_bytes(), checkpoint.read_bytes(),
                  caplog.text.encode()):  # fmt: skip
         assert key[:16].encode() not in blob
+        assert tokens and all(token.encode() not in blob for token in tokens)
 
 
 def test_redact_takes_the_key_whole_or_cut_short_and_leaves_the_rest():
