@@ -159,6 +159,7 @@ def test_an_unreachable_endpoint_is_classified_as_such(fake_model_config):
         recorder=RunRecorder(),
         gateway_url=f"http://127.0.0.1:{free_port()}/r/r1",  # nobody listens there
         model_name="fake-model",
+        gateway_token="no-gateway",
     )
     with pytest.raises(Exception) as info:
         asyncio.run(get_framework("crewai").run(ctx))

@@ -239,7 +239,7 @@ def test_the_api_key_reaches_the_endpoint_and_nothing_else(
         with caplog.at_level(logging.DEBUG):
             traces = execute_stack(config, stack, tasks, checkpoint, tmp_path / "s.log", REPO)
     assert [t.status for t in traces] == ["ok", "ok"]
-    # the gateway sent the key upstream; the frameworks only ever held its placeholder
+    # the gateway sent the key upstream; the frameworks only ever held its token
     assert srv.authorizations and set(srv.authorizations) == {f"Bearer {secret}"}
     pq.write_table(runs_to_table(traces), tmp_path / "runs.parquet")
     assert secret.encode() not in (tmp_path / "runs.parquet").read_bytes()

@@ -26,7 +26,7 @@ def endpoint(base_url: str, connections: int = 4) -> Endpoint:
 
 def post(gw: Gateway, run_id: str = "r1", payload: dict | None = None) -> httpx.Response:
     url = gw.base_url_for(run_id, "node") + "/chat/completions"
-    return httpx.post(url, json=payload or REQUEST, timeout=60)
+    return httpx.post(url, json=payload or REQUEST, headers=gw.auth_headers, timeout=60)
 
 
 def test_retry_after_is_read_as_seconds_or_an_http_date():

@@ -161,8 +161,9 @@ def test_gateway_mends_llama_cpp_quirks(smollm2_spec, tmp_path):
         with Gateway(endpoint) as gw:
             gw.begin_run("run1")  # the gateway keeps calls only for runs it was told of
             r = httpx.post(
-                f"{gw.base_url_for('run1', 'interact')}/chat/completions", json=body, timeout=60
-            )
+                f"{gw.base_url_for('run1', 'interact')}/chat/completions",
+                json=body, headers=gw.auth_headers, timeout=60,
+            )  # fmt: skip
             assert r.status_code == 200, r.text
             (call,) = gw.end_run("run1")
     assert call.node == "interact" and call.http_status == 200 and call.attempts == 1
@@ -239,5 +240,7 @@ def test_gateway_joins_tool_content_parts_for_llama_cpp(smollm2_spec, tmp_path):
         direct = httpx.post(f"{endpoint.base_url}/chat/completions", json=body, timeout=60)
         assert direct.status_code == 500
         with Gateway(endpoint) as gw:
+            gw.begin_run("run1")  # the gateway serves only runs it was told of
             url = f"{gw.base_url_for('run1', 'interact')}/chat/completions"
-            assert httpx.post(url, json=body, timeout=60).status_code == 200
+            r = httpx.post(url, json=body, headers=gw.auth_headers, timeout=60)
+            assert r.status_code == 200

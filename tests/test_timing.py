@@ -91,7 +91,7 @@ def endpoint(base_url: str, connections: int = 1) -> Endpoint:
 
 def post(gw: Gateway, run_id: str = "r1") -> httpx.Response:
     return httpx.post(gw.base_url_for(run_id, "node") + "/chat/completions", json=REQUEST,
-                      timeout=60)  # fmt: skip
+                      headers=gw.auth_headers, timeout=60)  # fmt: skip
 
 
 def test_gateway_splits_latency_into_upstream_and_queue():

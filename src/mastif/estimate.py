@@ -362,7 +362,7 @@ def simulate_run(
     ctx = RunContext(
         run_id=_RUN_ID, task=task, plan=plan, generation=gen,
         tools=InProcessTransport(list(tools)), recorder=RunRecorder(), gateway_url="",
-        model_name="", page_view=page_view if scenario == "high" else None,
+        model_name="", gateway_token="", page_view=page_view if scenario == "high" else None,
     )  # fmt: skip
     decomposer = plan.nodes[0].name if plan.shape == "hierarchical" else None
 

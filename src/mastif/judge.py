@@ -227,7 +227,7 @@ def judge_one(
 ) -> dict[str, Any]:
     """Ask the judge up to ``settings.attempts`` times; return the judged-table row fields."""
     client = openai.OpenAI(
-        base_url=gateway.base_url_for(run_id, "judge"), api_key="mastif-gateway", max_retries=0
+        base_url=gateway.base_url_for(run_id, "judge"), api_key=gateway.token, max_retries=0
     )
     response_format = {
         "type": "json_schema",

@@ -202,6 +202,7 @@ async def _run_task(
         recorder=recorder,
         gateway_url=gateway.base_url_for(run_id, "x").rsplit("/x/v1", 1)[0],
         model_name=gateway.endpoint.model,
+        gateway_token=gateway.token,
         mcp_url=protocol.mcp_url(run_id),
         mcp_http=protocol.mcp_http_client_factory(),
         page_view=lambda: asyncio.to_thread(web.page_view, run_id),

@@ -125,6 +125,9 @@ class RunContext:
     recorder: RunRecorder
     gateway_url: str  # http://127.0.0.1:PORT/r/{run_id}
     model_name: str
+    #: the gateway's token (``Gateway.token``): every model client's ``api_key``, without
+    #: which the gateway serves nothing; kept out of the repr, so out of logs
+    gateway_token: str = field(repr=False)
     #: under ``mcp``: the MCP server's URL for this run; frameworks connect their MCP clients
     mcp_url: str | None = None
     #: under ``mcp``: the httpx client factory every MCP client of the run must be built with

@@ -243,7 +243,7 @@ def gateway_llm(ctx: RunContext, visit: _Visit, bridge: _Bridge) -> GatewayLLM:
         provider="openai",
         custom_openai=True,  # an OpenAI-compatible server: never try OpenAI's /responses
         base_url=ctx.llm_base_url(visit.node.name),
-        api_key="mastif-gateway",  # the gateway holds the real key, if any
+        api_key=ctx.gateway_token,  # the gateway holds the real key, if any
         temperature=g.temperature,
         max_tokens=g.max_tokens,
         seed=g.seed,

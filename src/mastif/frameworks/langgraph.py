@@ -59,7 +59,7 @@ def chat_model(ctx: RunContext, node: str) -> ChatOpenAI:
     return ChatOpenAI(
         model=ctx.model_name,
         base_url=ctx.llm_base_url(node),
-        api_key="mastif-gateway",  # the gateway holds the real key, if any
+        api_key=ctx.gateway_token,  # the gateway holds the real key, if any
         temperature=g.temperature,
         max_tokens=g.max_tokens,
         seed=g.seed,

@@ -142,7 +142,7 @@ def chat_service(ctx: RunContext, node: str, client: AsyncOpenAI) -> GatewayChat
 def gateway_client(ctx: RunContext, node: str) -> AsyncOpenAI:
     return AsyncOpenAI(
         base_url=ctx.llm_base_url(node),
-        api_key="mastif-gateway",  # the gateway holds the real key, if any
+        api_key=ctx.gateway_token,  # the gateway holds the real key, if any
         timeout=ctx.generation.client_timeout_s,  # the gateway bounds the call
         max_retries=0,  # the gateway retries; a second layer would hide calls
         http_client=ctx.http.async_ if ctx.http else None,

@@ -27,21 +27,35 @@ Every framework is pointed at ``{gateway}/r/{run_id}/{node}/v1``. The gateway
 
 It runs uvicorn in a daemon thread with its own event loop, so a framework that blocks its
 own thread cannot starve it.
+
+It listens on loopback, where every local process (another user of a shared cluster node)
+can reach it, and it adds the real API key, so it serves only the job's own clients:
+
+* each gateway makes a random token at construction (:attr:`Gateway.token`); a request
+  must carry it as ``Authorization: Bearer <token>`` (the ``api_key`` of every client the
+  job points at the gateway) or is answered 401, with no upstream call and no recorded call;
+* a request's run id must be one begun with :meth:`Gateway.begin_run` and not yet ended,
+  else 404, with no upstream call either;
+* everything that comes back from upstream (bodies, error texts) has the real key and the
+  token replaced by ``[redacted]`` (:func:`redact`) before it is returned, cached or
+  recorded, so an endpoint that echoes the key puts it in no LLM call, run or log.
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
+import hmac
 import json
 import re
+import secrets
 import threading
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import uvicorn
@@ -64,6 +78,55 @@ MAX_RETRY_AFTER_S = 120.0
 #: are waited out, errors are not
 THROTTLE_RETRIES = 8
 RETRY_STATUSES = frozenset({408, 409, 425, 429})
+#: what a secret becomes in any text the gateway passes on or records
+REDACTED = "[redacted]"
+#: a run of at least this many characters of a secret, at its start or its end, is
+#: redacted too (an endpoint that echoes a cut key: ``sk-proj-abcdef...``)
+MIN_FRAGMENT = 12
+
+_Text = TypeVar("_Text", str, bytes)
+
+
+def redact(text: _Text, secrets_: list[str] | tuple[str, ...]) -> _Text:
+    """``text`` with each of ``secrets_`` replaced by ``[redacted]``: whole, or a piece of at
+    least :data:`MIN_FRAGMENT` characters of its start or its end (a key cut short)."""
+    for secret in secrets_:
+        if not secret:
+            continue
+        if isinstance(text, bytes):
+            text = _redact_one(text, secret.encode(), REDACTED.encode())
+        else:
+            text = _redact_one(text, secret, REDACTED)
+    return text
+
+
+def _redact_one(text: _Text, secret: _Text, mark: _Text) -> _Text:
+    text = text.replace(secret, mark)
+    n = len(secret)
+    if n <= MIN_FRAGMENT:
+        return text
+    spans = []
+    start = text.find(secret[:MIN_FRAGMENT])
+    while start >= 0:  # the key's start, as far as it goes on
+        end = start + MIN_FRAGMENT
+        while end < len(text) and end - start < n and text[end] == secret[end - start]:
+            end += 1
+        spans.append((start, end))
+        start = text.find(secret[:MIN_FRAGMENT], end)
+    end = text.find(secret[-MIN_FRAGMENT:])
+    while end >= 0:  # the key's end, with as much of it as comes before
+        end += MIN_FRAGMENT
+        start = end - MIN_FRAGMENT
+        while start > 0 and end - start < n and text[start - 1] == secret[n - (end - start) - 1]:
+            start -= 1
+        spans.append((start, end))
+        end = text.find(secret[-MIN_FRAGMENT:], end)
+    out, at = [], 0
+    for start, end in sorted(spans):  # overlapping pieces become one mark
+        if start >= at:
+            out += [text[at:start], mark]
+        at = max(at, end)
+    return text[:0].join([*out, text[at:]])
 
 
 @dataclass(eq=False)  # by identity: a run's calls in flight are a set of them
@@ -214,7 +277,8 @@ def normalise_request(payload: dict[str, Any], provider: str) -> dict[str, Any]:
 
 
 class Gateway:
-    """``with Gateway(endpoint) as gw: base = gw.base_url_for(run_id, node)``."""
+    """``with Gateway(endpoint) as gw: base = gw.base_url_for(run_id, node)``; every client
+    pointed there must send ``gw.token`` as its API key (``Authorization: Bearer``)."""
 
     def __init__(
         self,
@@ -228,6 +292,12 @@ class Gateway:
         ``call_timeout_s``: one call from a framework, all its queueing, attempts and
         back-off together (None: no bound but the attempts')."""
         self.endpoint = endpoint
+        #: the job's secret: only clients that hold it are served (never in argv, params,
+        #: Parquet or logs; it lives in this process only)
+        self.token = secrets.token_urlsafe(32)
+        self._expected_auth = f"Bearer {self.token}".encode()
+        #: what is redacted from everything that comes back from upstream
+        self._secrets = tuple(s for s in (endpoint.api_key, self.token) if s)
         self.retries = retries
         self.request_timeout_s = request_timeout_s
         self.call_timeout_s = call_timeout_s
@@ -253,6 +323,15 @@ class Gateway:
     # -- run bookkeeping (called from the runner's thread) ------------------------------
     def base_url_for(self, run_id: str, node: str) -> str:
         return f"http://127.0.0.1:{self.port}/r/{run_id}/{node}/v1"
+
+    @property
+    def auth_headers(self) -> dict[str, str]:
+        """The header a plain HTTP client sends to be served (model clients: ``api_key``)."""
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def redact(self, text: _Text) -> _Text:
+        """``text`` without the endpoint's key or the gateway's token (:func:`redact`)."""
+        return redact(text, self._secrets)
 
     def begin_run(self, run_id: str, started: float | None = None) -> None:
         """``started``: the run's ``time.perf_counter()`` origin (default: now)."""
@@ -281,6 +360,9 @@ class Gateway:
             return await self._chat(request)
 
         async def models(request: Request) -> Response:
+            refused = self._refuse_unauthorised(request)
+            if refused is not None:
+                return refused
             return JSONResponse({"object": "list", "data": [{"id": self.endpoint.model}]})
 
         @asynccontextmanager
@@ -311,12 +393,32 @@ class Gateway:
             lifespan=lifespan,
         )
 
+    def _refuse_unauthorised(self, request: Request) -> Response | None:
+        """401 unless the request carries the job's token (compared in constant time)."""
+        given = request.headers.get("authorization", "").encode("latin-1")
+        if hmac.compare_digest(given, self._expected_auth):
+            return None
+        message = "mastif gateway: missing or wrong token (Authorization: Bearer <token>)"
+        return JSONResponse(
+            {"error": {"message": message, "type": "unauthorized"}},
+            status_code=401,
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+
     async def _chat(self, request: Request) -> Response:
+        refused = self._refuse_unauthorised(request)
+        if refused is not None:
+            return refused
         run_id = request.path_params["run_id"]
         node = request.path_params["node"]
         t0 = time.perf_counter()
         with self._lock:
-            run_t0 = self._run_started.get(run_id, t0)
+            run_t0 = self._run_started.get(run_id)
+        if run_t0 is None:  # never begun, or ended: nobody may spend the key for it
+            message = f"mastif gateway: no run {run_id[:100]!r} is open"
+            return JSONResponse(
+                {"error": {"message": message, "type": "unknown_run"}}, status_code=404
+            )
         try:
             payload = normalise_request(await request.json(), self.endpoint.provider)
         except json.JSONDecodeError as exc:
@@ -357,6 +459,8 @@ class Gateway:
                 self.cache.put(key, self._neutralise(body))
         elif error is None:
             error = f"upstream {status}: {_snippet(body)}"
+        if error is not None:
+            error = self.redact(error)
         call = LLMCall(
             node=node,
             started_s=t0 - run_t0,
@@ -436,7 +540,7 @@ class Gateway:
         except UpstreamError as exc:
             return exc.status, exc.body, f"upstream {exc.status}: {_snippet(exc.body)}"
         except httpx.TransportError as exc:
-            error = f"{type(exc).__name__}: {exc}"
+            error = self.redact(f"{type(exc).__name__}: {exc}")
             body = json.dumps({"error": {"message": error, "type": "upstream_unreachable"}})
             return 502, body.encode(), error
 
@@ -466,9 +570,12 @@ class Gateway:
                 outcome = "ok"
         finally:
             await self.limit.release(outcome, retry_after)
+        # where upstream text enters: an endpoint that echoes the key (or the token) in
+        # its body puts it nowhere (not in the framework's error, the cache, the call)
+        body = self.redact(r.content)
         if r.status_code >= 500 or r.status_code in RETRY_STATUSES:
-            raise UpstreamError(r.status_code, r.content, retry_after)
-        return r.status_code, r.content
+            raise UpstreamError(r.status_code, body, retry_after)
+        return r.status_code, body
 
     # -- the response cache ---------------------------------------------------------------
     def _neutralise(self, data: bytes) -> bytes:
