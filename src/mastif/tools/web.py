@@ -277,7 +277,7 @@ def make_web_tools(web: WebAccess) -> list[Tool]:
         async def go(page: Any) -> str:
             current = page.url if page.url.startswith("http") else None
             absolute = web.resolve(url, current)
-            # a clear refusal before Chromium tries (the route guard also blocks it)
+            # a clear refusal before Chromium tries (the egress proxy would also refuse it)
             check_url(absolute, web.browser.policy)
             try:
                 response = await page.goto(absolute, wait_until="domcontentloaded")
