@@ -34,7 +34,8 @@ from mastif.tools import Tool, netpolicy
 from mastif.tools import browser as browser_mod
 from mastif.webenv import WebEnvironment
 
-pytestmark = pytest.mark.slow
+# the Chromium cases are slow; the proxy's own bounds need no browser and stay fast
+CHROMIUM = pytest.mark.slow
 
 SECRET = "FORBIDDEN-SECRET-7d41"
 REBIND_HOST = "rebind.test"
@@ -271,6 +272,7 @@ def _settle(forbidden: _Forbidden, web: WebEnvironment, run_id: str, s: float = 
     return _page_text(web, run_id) + "\n" + "\n".join(refused)
 
 
+@CHROMIUM
 def test_redirect_of_a_navigation_is_checked(tools, web, forbidden, base) -> None:
     # before: the tool returned "Page: ... FORBIDDEN-SECRET-7d41" (the 302 was followed)
     result = tools["web_browser"].invoke({"url": f"{base}/r302"}, "sec-redirect")
@@ -280,6 +282,7 @@ def test_redirect_of_a_navigation_is_checked(tools, web, forbidden, base) -> Non
     assert any("127.0.0.1" in r for r in web.browser.refused("sec-redirect"))
 
 
+@CHROMIUM
 def test_redirect_after_a_click_is_checked(tools, web, forbidden, base) -> None:
     # before: the click landed on the forbidden page and its snapshot held the secret
     run = "sec-click"
@@ -290,6 +293,7 @@ def test_redirect_after_a_click_is_checked(tools, web, forbidden, base) -> None:
     assert forbidden.hits == []
 
 
+@CHROMIUM
 def test_post_form_redirected_by_307_is_checked(tools, web, forbidden, base) -> None:
     # before: the auto-submitted POST was re-sent, body and all, to the forbidden server
     run = "sec-307"
@@ -299,6 +303,7 @@ def test_post_form_redirected_by_307_is_checked(tools, web, forbidden, base) -> 
     assert forbidden.hits == []
 
 
+@CHROMIUM
 def test_websocket_from_a_page_is_checked(tools, web, forbidden, base) -> None:
     # before: the page's WebSocket reached the forbidden port ("got FORBIDDEN-SECRET...")
     run = "sec-ws"
@@ -310,6 +315,7 @@ def test_websocket_from_a_page_is_checked(tools, web, forbidden, base) -> None:
     assert f"refused 'https://127.0.0.1:{forbidden.port}/'" in text
 
 
+@CHROMIUM
 def test_websocket_from_a_worker_is_checked(tools, web, forbidden, base) -> None:
     # before: a dedicated Worker's WebSocket reached the forbidden port
     run = "sec-worker"
@@ -319,6 +325,7 @@ def test_websocket_from_a_worker_is_checked(tools, web, forbidden, base) -> None
     assert SECRET not in text and forbidden.hits == []
 
 
+@CHROMIUM
 def test_webrtc_from_a_page_reaches_no_private_address(tools, web, forbidden, udp, base) -> None:
     # before: the page's ICE gathering sent STUN datagrams to the loopback UDP port
     run = "sec-rtc"
@@ -330,6 +337,7 @@ def test_webrtc_from_a_page_reaches_no_private_address(tools, web, forbidden, ud
     assert udp.count == 0 and forbidden.hits == []
 
 
+@CHROMIUM
 def test_dns_rebinding_connects_to_the_checked_address(tools, web, forbidden, monkeypatch) -> None:
     """A name that is public while the policy checks it and loopback on any other lookup.
 
