@@ -101,7 +101,9 @@ class ChildLimits:
 
     ``cpu_s``: CPU seconds (RLIMIT_CPU; the kernel kills a spinning child even if the
     parent's wall clock is held up); ``memory_mb``: address space the child may add to what
-    it inherited at fork (RLIMIT_AS; a larger allocation fails with ``MemoryError``);
+    it inherited at fork (RLIMIT_AS; a larger allocation fails with ``MemoryError``). Free
+    space the parent's allocators still hold in mapped memory comes on top, so this is a
+    floor, not an exact budget; a single allocation larger than that slack fails at once;
     ``workdir``: run in a fresh empty directory that is removed afterwards; ``network``:
     when False, opening or resolving a network connection raises ``PermissionError``.
     """

@@ -711,11 +711,11 @@ def _looks_like_pdf(response: httpx.Response) -> bool:
 
 
 #: CPU seconds one ``pdf_reader`` call may spend parsing (RLIMIT_CPU in the child): a
-#: 10-page text PDF takes well under a second, a 120-page manual's 20 pages ~0.6 s; a 7 KB
-#: PDF whose one 2 MB content stream is shared by 10 pages took 32-45 s before this limit.
+#: 36-page, 256 KB manual takes 0.3 s for its first 10 pages and 0.5 s for 20; a 7 KB PDF
+#: whose one 2 MB content stream is shared by 10 pages took 32-52 s before this limit.
 PDF_CPU_S = 10
-#: Memory (MB) the parsing child may add to what it inherits (RLIMIT_AS): pypdf decodes a
-#: stream up to 75 MB, and a document is at most ``MAX_BYTES``; typical use adds < 60 MB.
+#: Memory (MB) the parsing child may add to what it inherits (RLIMIT_AS): the manual above
+#: adds ~12 MB; pypdf decodes one stream up to 75 MB, and a 70 MB one took ~120 MB.
 PDF_MEMORY_MB = 512
 #: Wall-clock seconds the parent waits for the child, a little above the CPU limit so that
 #: on an idle machine the clearer CPU message is the one given.
