@@ -14,8 +14,8 @@ URL and redirect, timeouts, size cap). ``youtube-transcript-api`` brings its own
 ``requests`` session, so it gets one whose transport adapter applies the same policy and
 rewrites the YouTube host to the configured endpoint. A downloaded PDF is parsed in a
 child process with a CPU-time limit, a memory budget and no network (:func:`read_pdf`),
-never in this one. Failures — no match, HTTP errors,
-unparsable answers, a video without captions, a file that is not a PDF — raise
+never in this one. Failures — no match, HTTP errors, unparsable answers, a video without
+captions, a file that is not a PDF, a PDF over a parsing limit — raise
 :class:`~mastif.tools.base.ToolError`, never a success carrying an error string.
 """
 
