@@ -7,13 +7,15 @@ small models pick tools from the description alone.
 
 Code and algebra supplied by a model are untrusted: ``python_repl`` runs under
 RestrictedPython and ``sympy`` parses through a node whitelist, and both run in a child
-process that is killed at the time limit, so a runaway snippet can never hang a run.
+process (:func:`run_isolated`) with a CPU-time limit and a memory budget enforced by the
+OS, killed at a wall-clock limit, so a runaway snippet can neither hang nor exhaust a run.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import ctypes
 import datetime as dt
 import functools
 import json
@@ -99,7 +101,9 @@ class ChildLimits:
 
     ``cpu_s``: CPU seconds (RLIMIT_CPU; the kernel kills a spinning child even if the
     parent's wall clock is held up); ``memory_mb``: address space the child may add to what
-    it inherited at fork (RLIMIT_AS; a larger allocation fails with ``MemoryError``);
+    it inherited at fork (RLIMIT_AS; a larger allocation fails with ``MemoryError``). Free
+    space the parent's allocators still hold in mapped memory comes on top, so this is a
+    floor, not an exact budget; a single allocation larger than that slack fails at once;
     ``workdir``: run in a fresh empty directory that is removed afterwards; ``network``:
     when False, opening or resolving a network connection raises ``PermissionError``.
     """
@@ -116,6 +120,14 @@ def _current_address_space() -> int:
         return int(fh.read().split()[0]) * resource.getpagesize()
 
 
+def _release_free_heap() -> None:
+    """Unmap the free memory glibc's allocator keeps (``malloc_trim``); nothing elsewhere."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing kept to hand back
+        pass
+
+
 def _deny_network(*args: Any, **kwargs: Any) -> Any:
     raise PermissionError("network access is disabled in this tool")
 
@@ -128,7 +140,10 @@ def _apply_limits(limits: ChildLimits, workdir: str | None = None) -> None:
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
     if limits.memory_mb is not None and sys.platform.startswith("linux"):
         # a fork child inherits the parent's mappings (frameworks, models' clients): the
-        # budget is on top of those, not an absolute size that would already be exceeded
+        # budget is on top of those, not an absolute size that would already be exceeded;
+        # the parent's freed but still mapped heap is handed back first, or the child
+        # could use it on top of its budget
+        _release_free_heap()
         cap = _current_address_space() + limits.memory_mb * 2**20
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     if not limits.network:
@@ -137,6 +152,20 @@ def _apply_limits(limits: ChildLimits, workdir: str | None = None) -> None:
         socket.socket.sendto = _deny_network  # type: ignore[method-assign]
         socket.create_connection = _deny_network  # type: ignore[assignment]
         socket.getaddrinfo = _deny_network  # type: ignore[assignment]
+
+
+class ChildLimitExceeded(ToolError):
+    """The child process hit one of its limits, so its work was stopped.
+
+    ``kind`` is ``"cpu"`` (:attr:`ChildLimits.cpu_s`), ``"memory"`` (``MemoryError`` under
+    :attr:`ChildLimits.memory_mb`) or ``"time"`` (the parent's wall clock); ``limit`` is the
+    figure that was hit (seconds or MB), ``None`` for memory when no limit was set. Tools
+    catch it to say, in their own words, what was too big."""
+
+    def __init__(self, message: str, kind: str, limit: float | None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.limit = limit
 
 
 #: Longest reply text (characters) a child may send back: room for an error message and
@@ -154,21 +183,25 @@ def _child_main(
     limits: ChildLimits | None = None,
     workdir: str | None = None,
 ) -> None:
-    """Child-process entry: run ``target`` and send back ``[ok, text]`` as JSON, never an
-    exception object (those may not pickle, and unpickling a child's bytes would trust it).
-    The text is cut to :data:`_REPLY_CAP_CHARS` here, before it crosses into the parent."""
+    """Child-process entry: run ``target`` and send back ``[ok, text, kind]`` as JSON, never
+    an exception object (those may not pickle, and unpickling a child's bytes would trust
+    it). ``kind`` is ``"memory"`` when ``target`` ran out of memory (a ``MemoryError`` it
+    let through), else null. The text is cut to :data:`_REPLY_CAP_CHARS` here, before it
+    crosses into the parent."""
+    memory = False
     try:
         if limits is not None:
             _apply_limits(limits, workdir)
         ok, text = True, str(target(*args))
     except MemoryError:
-        ok, text = False, "MemoryError: the snippet exceeded its memory limit"
+        ok, text, memory = False, "", True
     except ToolError as exc:
         ok, text = False, str(exc)
     except BaseException as exc:  # noqa: BLE001 - report everything, the parent decides
         ok, text = False, f"{type(exc).__name__}: {_truncate(str(exc))}"
     try:
-        conn.send_bytes(json.dumps([ok, _truncate(text, _REPLY_CAP_CHARS)]).encode())
+        reply = [ok, _truncate(text, _REPLY_CAP_CHARS), "memory" if memory else None]
+        conn.send_bytes(json.dumps(reply).encode())
     finally:
         conn.close()
 
@@ -185,7 +218,11 @@ def run_isolated(
     ``while True: pass``. ``limits`` adds OS limits in the child. The working directory is
     made and removed here, in the parent, so it goes on every exit path (a timeout or a
     kill never runs the child's cleanup). At most :data:`_REPLY_CAP_BYTES` are read from
-    the child. Failures come back as :class:`ToolError`.
+    the child. Failures come back as :class:`ToolError`; a limit hit (wall clock, CPU,
+    memory) as its subclass :class:`ChildLimitExceeded`.
+
+    ``args`` reach the child without a copy through a pipe where processes fork (Linux,
+    the platform the limits are enforced on): a downloaded PDF's bytes are inherited.
     """
     ctx = _mp_context()
     workdir = tempfile.mkdtemp(prefix="mastif-tool-") if limits and limits.workdir else None
@@ -198,13 +235,15 @@ def run_isolated(
         sender.close()  # only the child writes; closing our copy lets a crash surface as EOF
         try:
             if not receiver.poll(timeout_s):
-                raise ToolError(f"timed out after {timeout_s:g}s")
+                raise ChildLimitExceeded(f"timed out after {timeout_s:g}s", "time", timeout_s)
             try:
                 raw = receiver.recv_bytes(_REPLY_CAP_BYTES)
             except EOFError:
                 proc.join(1)
                 if limits is not None and proc.exitcode == -signal.SIGXCPU:
-                    raise ToolError(f"CPU time limit of {limits.cpu_s}s exceeded") from None
+                    raise ChildLimitExceeded(
+                        f"CPU time limit of {limits.cpu_s}s exceeded", "cpu", limits.cpu_s
+                    ) from None
                 raise ToolError(f"worker process died (exit code {proc.exitcode})") from None
             except OSError:  # multiprocessing: the announced length exceeds the cap
                 raise ToolError(
@@ -219,9 +258,13 @@ def run_isolated(
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
     try:
-        ok, text = json.loads(raw)
+        ok, text, kind = json.loads(raw)
     except (ValueError, TypeError) as exc:
         raise ToolError(f"worker sent a malformed reply: {exc}") from None
+    if kind == "memory":
+        memory_mb = limits.memory_mb if limits is not None else None
+        budget = f"its memory limit of {memory_mb} MB" if memory_mb is not None else "memory"
+        raise ChildLimitExceeded(f"MemoryError: the work ran out of {budget}", "memory", memory_mb)
     if not ok:
         raise ToolError(str(text))
     return str(text)
@@ -525,6 +568,8 @@ def _parse_sympy(text: str, local_dict: dict[str, Any]) -> Any:
             raise ToolError(f"could not parse {text!r}: only plain function calls are allowed")
     try:
         return parse_expr(text, local_dict, transformations, namespace)
+    except MemoryError:
+        raise  # the child reports it as a memory-limit hit, not as a parse error
     except Exception as exc:  # noqa: BLE001 - sympy raises many types on bad input
         raise ToolError(f"could not parse {text!r}: {type(exc).__name__}: {exc}") from None
 
@@ -579,14 +624,45 @@ def compute_sympy(expression: str, operation: str, variable: str | None) -> str:
     return _truncate(str(result))
 
 
-def make_sympy_tool(timeout_s: float = 10.0) -> Tool:
-    """Build ``sympy``; ``timeout_s`` stops pathological inputs such as ``factorial(10**9)``."""
+#: Wall-clock seconds one ``sympy`` call may take.
+SYMPY_TIMEOUT_S = 10.0
+#: CPU seconds one ``sympy`` call may use (RLIMIT_CPU), below the wall clock so an idle
+#: machine reports the CPU limit; the slowest typical call measured (a non-elementary
+#: integral sympy gives up on, ``exp(-x**2)*sin(x)``) used 3.4 s, the rest under 0.7 s.
+SYMPY_CPU_S = 8
+#: Memory (MB) one ``sympy`` call may add to what it inherits (RLIMIT_AS): typical calls
+#: add 1-11 MB; ``2**(2**32)`` wanted ~1.7 GB before this limit.
+SYMPY_MEMORY_MB = 256
+
+
+def make_sympy_tool(
+    timeout_s: float = SYMPY_TIMEOUT_S,
+    cpu_s: int = SYMPY_CPU_S,
+    memory_mb: int = SYMPY_MEMORY_MB,
+) -> Tool:
+    """Build ``sympy``: each call runs in a child process with a wall clock (``timeout_s``),
+    a CPU-time limit and a memory budget (:class:`ChildLimits`, no network), which stop
+    pathological inputs such as ``factorial(10**9)`` or ``2**(2**32)``."""
+    limits = ChildLimits(cpu_s=cpu_s, memory_mb=memory_mb, workdir=False, network=False)
 
     def sympy_tool(
         expression: str, operation: str = "simplify", variable: str | None = None
     ) -> str:
         _sympy_namespace()  # import sympy here so a forked child starts warm
-        return run_isolated(compute_sympy, (expression, operation, variable), timeout_s)
+        try:
+            return run_isolated(compute_sympy, (expression, operation, variable), timeout_s, limits)
+        except ChildLimitExceeded as exc:
+            if exc.kind == "memory":
+                raise ToolError(
+                    f"MemoryError: this {operation} needs more than the sympy tool's "
+                    f"{memory_mb} MB of memory; use smaller numbers or a float estimate"
+                ) from None
+            if exc.kind == "cpu":
+                raise ToolError(
+                    f"this {operation} took more than the sympy tool's {cpu_s} s of CPU "
+                    "time (CPU time limit exceeded); use smaller numbers or a simpler form"
+                ) from None
+            raise
 
     description = (
         "Use this tool when you need exact symbolic mathematics: simplify, expand or factor "

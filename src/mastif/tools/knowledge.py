@@ -12,8 +12,10 @@ the code that runs live, not a test double.
 Every request goes through :class:`~mastif.tools.http.HttpFetcher` (SSRF policy on every
 URL and redirect, timeouts, size cap). ``youtube-transcript-api`` brings its own
 ``requests`` session, so it gets one whose transport adapter applies the same policy and
-rewrites the YouTube host to the configured endpoint. Failures — no match, HTTP errors,
-unparsable answers, a video without captions, a file that is not a PDF — raise
+rewrites the YouTube host to the configured endpoint. A downloaded PDF is parsed in a
+child process with a CPU-time limit, a memory budget and no network (:func:`read_pdf`),
+never in this one. Failures — no match, HTTP errors, unparsable answers, a video without
+captions, a file that is not a PDF, a PDF over a parsing limit — raise
 :class:`~mastif.tools.base.ToolError`, never a success carrying an error string.
 """
 
@@ -35,7 +37,14 @@ from defusedxml import ElementTree as SafeET
 from requests.adapters import HTTPAdapter
 
 from mastif.tools.base import Tool, ToolError
-from mastif.tools.builtin import MAX_OUTPUT_CHARS, _schema, _truncate
+from mastif.tools.builtin import (
+    MAX_OUTPUT_CHARS,
+    ChildLimitExceeded,
+    ChildLimits,
+    _schema,
+    _truncate,
+    run_isolated,
+)
 from mastif.tools.http import MAX_BYTES, MAX_REDIRECTS, HttpFetcher
 from mastif.tools.netpolicy import UrlPolicy, check_url
 
@@ -701,9 +710,69 @@ def _looks_like_pdf(response: httpx.Response) -> bool:
     return ctype in ("application/pdf", "application/x-pdf") or b"%PDF-" in response.content[:1024]
 
 
-def make_pdf_reader_tool(fetcher: HttpFetcher) -> Tool:
-    """``pdf_reader``: download a PDF through the policy-checked fetcher, extract its text."""
+#: CPU seconds one ``pdf_reader`` call may spend parsing (RLIMIT_CPU in the child): a
+#: 36-page, 256 KB manual takes 0.3 s for its first 10 pages and 0.5 s for 20; a 7 KB PDF
+#: whose one 2 MB content stream is shared by 10 pages took 32-52 s before this limit.
+PDF_CPU_S = 10
+#: Memory (MB) the parsing child may add to what it inherits (RLIMIT_AS): the manual above
+#: adds ~12 MB; pypdf decodes one stream up to 75 MB, and a 70 MB one took ~120 MB.
+PDF_MEMORY_MB = 512
+#: Wall-clock seconds the parent waits for the child, a little above the CPU limit so that
+#: on an idle machine the clearer CPU message is the one given.
+PDF_TIMEOUT_S = 15.0
+
+
+def read_pdf(content: bytes, url: str, pages: str) -> str:
+    """The text of ``pages`` of the PDF ``content`` (fetched from ``url``), formatted for
+    the model and capped. Untrusted input and CPU-bound: :func:`make_pdf_reader_tool` runs
+    it in a limited child process (:func:`~mastif.tools.builtin.run_isolated`)."""
     from pypdf import PdfReader
+
+    try:
+        reader = PdfReader(io.BytesIO(content))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise ToolError(f"{url} is a password-protected PDF")
+        total = len(reader.pages)
+        if total == 0:
+            raise ToolError(f"{url} is a PDF without pages")
+        wanted = (
+            parse_page_range(pages, total)
+            if pages.strip()
+            else list(range(1, min(total, DEFAULT_PDF_PAGES) + 1))
+        )
+        texts = [(n, (reader.pages[n - 1].extract_text() or "").strip()) for n in wanted]
+    except (ToolError, MemoryError):
+        raise  # a MemoryError is the memory limit, reported as such by the parent
+    except Exception as exc:  # noqa: BLE001 - pypdf raises many types on broken files
+        raise ToolError(
+            f"{url} is a damaged or unreadable PDF: {type(exc).__name__}: {exc}"
+        ) from None
+    if not any(text for _, text in texts):
+        raise ToolError(
+            f"no extractable text on pages {wanted[0]}-{wanted[-1]} of {url} "
+            "(it may be scanned images)"
+        )
+    shown = f"pages {wanted[0]}-{wanted[-1]}" if len(wanted) > 1 else f"page {wanted[0]}"
+    head = f"PDF {url} ({total} pages; showing {shown})"
+    body = [f"--- page {n} ---\n{text or '(no text on this page)'}" for n, text in texts]
+    if not pages.strip() and total > len(wanted):
+        body.append(f"... {total - len(wanted)} more pages; ask for them with 'pages'")
+    return _truncate("\n".join([head, *body]), MAX_OUTPUT_CHARS)
+
+
+def make_pdf_reader_tool(
+    fetcher: HttpFetcher,
+    cpu_s: int = PDF_CPU_S,
+    memory_mb: int = PDF_MEMORY_MB,
+    timeout_s: float = PDF_TIMEOUT_S,
+) -> Tool:
+    """``pdf_reader``: download a PDF through the policy-checked fetcher (in this process),
+    then extract its text in a child process limited to ``cpu_s`` CPU seconds and
+    ``memory_mb`` MB, without network, killed after ``timeout_s``; only the capped text
+    comes back."""
+    import pypdf  # noqa: F401 - imported before forking, so each child starts warm
+
+    limits = ChildLimits(cpu_s=cpu_s, memory_mb=memory_mb, workdir=False, network=False)
 
     def pdf_reader(url: str, pages: str = "") -> str:
         url = _require_text(url, "url")
@@ -714,35 +783,21 @@ def make_pdf_reader_tool(fetcher: HttpFetcher) -> Tool:
                 f"{url} is not a PDF (content-type {ctype}); use a web page tool for HTML"
             )
         try:
-            reader = PdfReader(io.BytesIO(response.content))
-            if reader.is_encrypted and not reader.decrypt(""):
-                raise ToolError(f"{url} is a password-protected PDF")
-            total = len(reader.pages)
-            if total == 0:
-                raise ToolError(f"{url} is a PDF without pages")
-            wanted = (
-                parse_page_range(pages, total)
-                if pages.strip()
-                else list(range(1, min(total, DEFAULT_PDF_PAGES) + 1))
-            )
-            texts = [(n, (reader.pages[n - 1].extract_text() or "").strip()) for n in wanted]
-        except ToolError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - pypdf raises many types on broken files
+            return run_isolated(read_pdf, (response.content, url, pages), timeout_s, limits)
+        except ChildLimitExceeded as exc:
+            if exc.kind == "cpu":
+                raise ToolError(
+                    f"the PDF {url} took more than {cpu_s} s of CPU to parse (the "
+                    "pdf_reader limit); it may be built to be slow, or ask for fewer pages"
+                ) from None
+            if exc.kind == "memory":
+                raise ToolError(
+                    f"the PDF {url} needed more than {memory_mb} MB of memory to parse "
+                    "(the pdf_reader limit)"
+                ) from None
             raise ToolError(
-                f"{url} is a damaged or unreadable PDF: {type(exc).__name__}: {exc}"
+                f"the PDF {url} was not parsed within {timeout_s:g} s; ask for fewer pages"
             ) from None
-        if not any(text for _, text in texts):
-            raise ToolError(
-                f"no extractable text on pages {wanted[0]}-{wanted[-1]} of {url} "
-                "(it may be scanned images)"
-            )
-        shown = f"pages {wanted[0]}-{wanted[-1]}" if len(wanted) > 1 else f"page {wanted[0]}"
-        head = f"PDF {url} ({total} pages; showing {shown})"
-        body = [f"--- page {n} ---\n{text or '(no text on this page)'}" for n, text in texts]
-        if not pages.strip() and total > len(wanted):
-            body.append(f"... {total - len(wanted)} more pages; ask for them with 'pages'")
-        return _truncate("\n".join([head, *body]), MAX_OUTPUT_CHARS)
 
     description = (
         "Use this tool when you have the URL of a PDF document and need its text, page by "
