@@ -33,7 +33,6 @@ server sets are kept for the later hops of the same call only, keyed by host nam
 
 from __future__ import annotations
 
-import functools
 import ssl
 import time
 import zlib
@@ -217,9 +216,9 @@ def _decoder(content_encoding: str, url: str) -> _Inflater | _Identity:
     )
 
 
-@functools.cache
 def _ssl_context() -> ssl.SSLContext:
-    """Certificate verification as httpx does it by default (certifi's CA bundle)."""
+    """Certificate verification as httpx does it by default: certifi's CA bundle, or
+    ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set."""
     return httpx.create_ssl_context()
 
 
