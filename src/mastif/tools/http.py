@@ -329,8 +329,9 @@ class HttpFetcher:
             target=request.url.raw_path,
         )
         timeout = {key: self.timeout_s for key in ("connect", "read", "write", "pool")}
+        tls = _ssl_context() if request.url.scheme == "https" else None
         with (
-            httpcore.ConnectionPool(ssl_context=_ssl_context(), network_backend=backend) as pool,
+            httpcore.ConnectionPool(ssl_context=tls, network_backend=backend) as pool,
             pool.stream(
                 request.method,
                 url,
