@@ -8,8 +8,10 @@ unspecified, IPv4-mapped forms of those, NAT64, 6to4, IPv4-compatible and
 site-local IPv6 — unless the config explicitly allows private
 addresses, or the host and port are listed (the offline sandbox's own server). Host names
 are resolved and *every* address they resolve to is checked, so a name pointing at a
-private address is refused too; the caller should connect to the returned address, not
-resolve the name again (DNS rebinding).
+private address is refused too. A check alone does not stop DNS rebinding (the name
+resolving to a public address for the check and to a private one for the connection): the
+caller must connect to the addresses :func:`check_url` returns, never resolve the name
+again. :class:`mastif.tools.http.HttpFetcher` does so.
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ def _port(scheme: str, port: int | None) -> int:
 
 
 def check_url(url: str, policy: UrlPolicy | None = None) -> list[str]:
-    """The addresses ``url`` may be fetched from; :class:`ToolError` if it may not be.
+    """The addresses ``url`` may be fetched from (connect to these, not to the name);
+    :class:`ToolError` if it may not be.
 
     Raises for a scheme other than http(s), a URL without a host, a host that does not
     resolve, or any resolved address that is not public (unless the policy allows it).
