@@ -474,3 +474,34 @@ def test_ipv6_literal_is_connected_to():
         fetcher = HttpFetcher(UrlPolicy(allow_private=True), timeout_s=5)
         assert fetcher.get(f"http://[::1]:{server.port}/").text == "six"
         assert f"host: [::1]:{server.port}\r\n" in server.heads[0].decode().lower()
+
+
+# youtube_transcript speaks ``requests``: its session sends through the same fetcher.
+
+
+def test_youtube_session_meets_the_overall_deadline():
+    # Before the fix the youtube session's requests adapter used urllib3 with a per-read
+    # timeout: each dripped byte reset it, so the call lasted the whole drip (6 s).
+    from mastif.tools.knowledge import youtube_session
+
+    with Loopback(_drip(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")) as server:
+        base = f"http://127.0.0.1:{server.port}"
+        session = youtube_session(HttpFetcher(_local(server.port), timeout_s=2), base)
+        start = time.monotonic()
+        with pytest.raises(ToolError, match=r"timed out after 2s fetching"):
+            session.get("https://www.youtube.com/watch?v=x")
+        assert time.monotonic() - start < 3
+
+
+def test_youtube_session_connects_to_the_checked_address(twin_servers, rebinding_dns):
+    # Before the fix urllib3 resolved the name again after the check and the forbidden
+    # loopback server answered.
+    from mastif.tools.knowledge import youtube_session
+
+    good, evil = twin_servers(_static(b"public page"), _static(b"forbidden loopback service"))
+    base = f"http://rebind.test:{good.port}"
+    session = youtube_session(HttpFetcher(timeout_s=5), base)
+    response = session.get("https://www.youtube.com/watch?v=x")
+    assert response.text == "public page"
+    assert evil.heads == []
+    assert rebinding_dns == ["rebind.test"]

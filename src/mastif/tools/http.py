@@ -267,7 +267,15 @@ class HttpFetcher:
         headers: Mapping[str, str] | None = None,
         data: Mapping[str, str] | None = None,
         json: object | None = None,
+        content: bytes | None = None,
+        raise_for_status: bool = True,
     ) -> httpx.Response:
+        """One call, redirects followed (each hop checked and pinned to its checked address).
+
+        ``content``: a raw body (for a client that encodes its own, e.g. ``requests``).
+        ``raise_for_status=False`` returns a final status >= 400 with its (capped) body
+        instead of raising, for a client library that reads error answers itself.
+        """
         deadline = time.monotonic() + self.timeout_s
         send_headers = {
             "Accept": "*/*",
@@ -278,20 +286,30 @@ class HttpFetcher:
         jar = httpx.Cookies()
         for _ in range(MAX_REDIRECTS + 1):
             addresses = check_url(url, self.policy)
+            hop_headers = {**send_headers, **self._cookie_header(url)}
+            if "Cookie" in hop_headers and (given := (headers or {}).get("Cookie")):
+                hop_headers["Cookie"] = f"{given}; {hop_headers['Cookie']}"
             try:
                 request = httpx.Request(
                     method,
                     url,
                     params=params,
-                    headers={**send_headers, **self._cookie_header(url)},
+                    headers=hop_headers,
                     data=data,
                     json=json,
+                    content=content,
                 )
             except httpx.InvalidURL as exc:
                 raise ToolError(f"refused {url!r}: {exc}") from None
             jar.set_cookie_header(request)
             try:
-                response = self._send(request, addresses, _checked_port(url), deadline)
+                response = self._send(
+                    request,
+                    addresses,
+                    _checked_port(url),
+                    deadline,
+                    read_errors=not raise_for_status,
+                )
             except (httpcore.TimeoutException, _DeadlinePassed):
                 raise ToolError(f"timed out after {self.timeout_s:g}s fetching {url}") from None
             except _TooLarge:
@@ -310,17 +328,23 @@ class HttpFetcher:
             jar.extract_cookies(response)
             if response.is_redirect:
                 url = urljoin(str(response.url), response.headers["location"])
-                method, params, data, json = "GET", None, None, None
+                method, params, data, json, content = "GET", None, None, None, None
                 continue
-            if response.status_code >= 400:
+            if response.status_code >= 400 and raise_for_status:
                 raise ToolError(f"HTTP {response.status_code} {response.reason_phrase} from {url}")
             return response
         raise ToolError(f"more than {MAX_REDIRECTS} redirects from {url}")
 
     def _send(
-        self, request: httpx.Request, addresses: list[str], port: int, deadline: float
+        self,
+        request: httpx.Request,
+        addresses: list[str],
+        port: int,
+        deadline: float,
+        read_errors: bool = False,
     ) -> httpx.Response:
-        """One hop, to ``addresses``; the body is read (capped) only for a final answer."""
+        """One hop, to ``addresses``; the body is read (capped) only for a final answer
+        (an error status's too when ``read_errors``)."""
         backend = _PinnedBackend(addresses, port, deadline)
         url = httpcore.URL(
             scheme=request.url.raw_scheme,
@@ -342,7 +366,7 @@ class HttpFetcher:
         ):
             head = httpx.Response(answer.status, headers=answer.headers, request=request)
             body = b""
-            if not (head.is_redirect or head.status_code >= 400):
+            if not (head.is_redirect or (head.status_code >= 400 and not read_errors)):
                 body = self._read_capped(answer, head, str(request.url), deadline)
             return httpx.Response(
                 answer.status,

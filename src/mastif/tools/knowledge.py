@@ -24,7 +24,6 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
@@ -45,8 +44,7 @@ from mastif.tools.builtin import (
     _truncate,
     run_isolated,
 )
-from mastif.tools.http import MAX_BYTES, MAX_REDIRECTS, HttpFetcher
-from mastif.tools.netpolicy import UrlPolicy, check_url
+from mastif.tools.http import MAX_REDIRECTS, HttpFetcher
 
 #: The real YouTube origin, as ``youtube-transcript-api`` hard-codes it.
 YOUTUBE_ORIGIN = "https://www.youtube.com"
@@ -514,73 +512,53 @@ def parse_video_id(video: str) -> str:
 
 
 class PolicyAdapter(HTTPAdapter):
-    """A ``requests`` transport that enforces the URL policy and can relocate YouTube.
+    """A ``requests`` transport that sends through :class:`~mastif.tools.http.HttpFetcher`
+    and can relocate YouTube.
 
-    Every request, including each redirect hop (``requests`` sends those through the same
-    adapter), is rewritten from :data:`YOUTUBE_ORIGIN` to ``youtube_base`` when one is set,
-    then checked with :func:`~mastif.tools.netpolicy.check_url`. As in
-    :class:`~mastif.tools.http.HttpFetcher`, ``cookies`` (``host:port`` -> cookies) are sent
-    only to their own address, bodies are capped and a default timeout applies.
+    ``youtube-transcript-api`` speaks ``requests``; this adapter hands every request to the
+    fetcher instead of urllib3, so the library's calls meet the same rules as every other
+    web tool: the URL policy on every redirect hop (followed by the fetcher, pinned to the
+    checked address: no DNS rebinding), one overall deadline, a streamed cap on decoded
+    bytes, and ``host:port`` cookies sent only to their own address. A URL on
+    :data:`YOUTUBE_ORIGIN` is first rewritten to ``youtube_base`` when one is set. Error
+    statuses come back as responses (the library reads them itself).
     """
 
-    def __init__(
-        self,
-        policy: UrlPolicy,
-        timeout_s: float,
-        youtube_base: str | None,
-        cookies: Mapping[str, Mapping[str, str]] | None = None,
-    ) -> None:
+    #: headers the fetcher sets itself (body length and coding, the connection)
+    _OWN_HEADERS = frozenset({"content-length", "accept-encoding", "connection", "host"})
+
+    def __init__(self, fetcher: HttpFetcher, youtube_base: str | None) -> None:
         super().__init__(max_retries=0)
-        self.policy = policy
-        self.timeout_s = timeout_s
+        self.fetcher = fetcher
         self.youtube_base = youtube_base.rstrip("/") if youtube_base else None
-        self.cookies = cookies or {}
 
     def relocate(self, url: str) -> str:
         if self.youtube_base and (url == YOUTUBE_ORIGIN or url.startswith(YOUTUBE_ORIGIN + "/")):
             return self.youtube_base + url[len(YOUTUBE_ORIGIN) :]
         return url
 
-    def _add_cookies(self, request: requests.PreparedRequest) -> None:
-        parts = urlsplit(str(request.url))
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        jar = self.cookies.get(f"{parts.hostname}:{port}")
-        if not jar:
-            return
-        extra = "; ".join(f"{name}={value}" for name, value in jar.items())
-        existing = request.headers.get("Cookie")
-        request.headers["Cookie"] = f"{existing}; {extra}" if existing else extra
-
     def send(  # type: ignore[override]
-        self,
-        request: requests.PreparedRequest,
-        stream: bool = False,
-        timeout: float | tuple[float, float] | None = None,
-        verify: bool | str = True,
-        cert: Any = None,
-        proxies: Mapping[str, str] | None = None,
+        self, request: requests.PreparedRequest, *args: Any, **kwargs: Any
     ) -> requests.Response:
-        request.url = self.relocate(str(request.url))
-        check_url(request.url, self.policy)
-        self._add_cookies(request)
-        response = super().send(
-            request,
-            stream=True,
-            timeout=timeout if timeout is not None else self.timeout_s,
-            verify=verify,
-            cert=cert,
-            proxies=proxies,
+        url = self.relocate(str(request.url))
+        body = request.body.encode() if isinstance(request.body, str) else request.body
+        answer = self.fetcher.request(
+            str(request.method),
+            url,
+            headers={
+                k: v for k, v in request.headers.items() if k.lower() not in self._OWN_HEADERS
+            },
+            content=body,
+            raise_for_status=False,
         )
-        if stream:
-            return response
-        body = bytearray()
-        for chunk in response.iter_content(64 * 1024):
-            body.extend(chunk)
-            if len(body) > MAX_BYTES:
-                response.close()
-                raise ToolError(f"{request.url} is larger than {MAX_BYTES // 1024 // 1024} MiB")
-        response._content = bytes(body)  # what requests itself sets when it reads a body
-        response.close()
+        response = requests.Response()
+        response.status_code = answer.status_code
+        response.reason = answer.reason_phrase
+        response.headers = requests.structures.CaseInsensitiveDict(answer.headers)
+        response._content = answer.content  # what requests itself sets when it reads a body
+        response.encoding = answer.encoding
+        response.url = str(answer.url)
+        response.request = request
         return response
 
 
@@ -590,12 +568,7 @@ def youtube_session(fetcher: HttpFetcher, youtube_base: str) -> requests.Session
     relocated = youtube_base.rstrip("/") != YOUTUBE_ORIGIN
     session = requests.Session()
     session.max_redirects = MAX_REDIRECTS
-    adapter = PolicyAdapter(
-        fetcher.policy,
-        fetcher.timeout_s,
-        youtube_base if relocated else None,
-        cookies=fetcher.cookies,
-    )
+    adapter = PolicyAdapter(fetcher, youtube_base if relocated else None)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session
