@@ -382,6 +382,12 @@ def validate_config(raw: Mapping[str, Any], base_dir: Path | None = None) -> dic
 
 
 def _check_references(data: dict[str, Any], base_dir: Path) -> None:
+    from mastif.frameworks import FrameworkNotFound, check_frameworks
+
+    try:
+        check_frameworks(data["frameworks"])
+    except FrameworkNotFound as exc:
+        raise ConfigError(f"frameworks: {exc}") from None
     models = data["models"]
     for i, mid in enumerate(data["agent_models"]):
         if mid not in models:

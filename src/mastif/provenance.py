@@ -70,6 +70,7 @@ PROVENANCE_COLUMNS: tuple[str, ...] = (
     "model_server",
     "model_server_version",
     *(version_column(p) for p in PACKAGES),
+    "other_packages",
 )
 
 
@@ -150,6 +151,11 @@ class Provenance:
         }
         for package in PACKAGES:
             row[version_column(package)] = self.packages.get(package)
+        # a plugin framework's packages have no column of their own: "name==version, ..."
+        others = sorted(p for p in self.packages if p not in PACKAGES)
+        row["other_packages"] = (
+            ", ".join(f"{p}=={self.packages[p] or 'unknown'}" for p in others) or None
+        )
         return row
 
 
@@ -158,9 +164,6 @@ def collect_provenance(framework: Any, protocol: str, provider: str) -> Provenan
     commit, dirty = mastif_checkout()
     server = MODEL_SERVERS.get(provider)
     used = stack_packages(framework, protocol)
-    unknown = sorted(set(used) - set(PACKAGES))
-    if unknown:
-        raise ValueError(f"packages {unknown} have no version column; add them to PACKAGES")
     return Provenance(
         mastif_version=package_version("mastif"),
         mastif_commit=commit,

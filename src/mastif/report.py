@@ -513,6 +513,10 @@ def _run_packages(row: dict[str, Any]) -> list[tuple[str, str]]:
         version = row.get(version_column(package))
         if version is not None:
             listed.append((package, version))
+    for entry in (row.get("other_packages") or "").split(", "):
+        if entry:
+            package, _, version = entry.partition("==")
+            listed.append((package, version))
     return listed
 
 
@@ -530,7 +534,13 @@ def versions_table(runs: pl.DataFrame) -> pl.DataFrame:
             seen[key] = (stacks | {stack}, n + 1)
     rows = []
     for (package, version), (stacks, n) in sorted(
-        seen.items(), key=lambda kv: (order.index(kv[0][0]), kv[0][1])
+        # a plugin's packages (other_packages) after the known ones, by name
+        seen.items(),
+        key=lambda kv: (
+            order.index(kv[0][0]) if kv[0][0] in order else len(order),
+            kv[0][0],
+            kv[0][1],
+        ),
     ):
         listed = (
             f"all {len(stacks)} stacks"

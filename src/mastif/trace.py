@@ -175,6 +175,8 @@ class RunTrace:
     mcp_version: str | None = None
     a2a_sdk_version: str | None = None
     openai_version: str | None = None
+    #: packages of the stack with no column above (a plugin framework's): "name==version, ..."
+    other_packages: str | None = None
 
     def to_row(self) -> dict[str, Any]:
         return asdict(self)
@@ -328,6 +330,7 @@ RUN_SCHEMA = pa.schema(
         ("mcp_version", pa.string()),
         ("a2a_sdk_version", pa.string()),
         ("openai_version", pa.string()),
+        ("other_packages", pa.string()),
     ]
 )
 

@@ -1,31 +1,106 @@
-"""Frameworks decide who orchestrates; one adapter module per framework.
+"""Frameworks decide who orchestrates; one adapter module per framework, found as plugins.
 
 Every adapter has the same signature (``async run(ctx: RunContext) -> str``), calls the model
 only through the gateway URL in its context and tools only through ``ctx.call_tool``.
+
+Adapters are registered under the entry-point group :data:`ENTRY_POINT_GROUP`
+(``mastif.frameworks``): ``name = "package.module:AdapterClass"``. mastif's own four are
+registered the same way in its ``pyproject.toml``, so a user package adds a framework by
+declaring one entry point, without editing mastif (``docs/frameworks.md``, "Write your
+own"). Names are read from the installed distributions' metadata; a module is imported
+only when its framework runs.
 """
 
 from __future__ import annotations
 
-from importlib import import_module
+import functools
+import sys
+from importlib.metadata import EntryPoint, entry_points
 
 from mastif.frameworks.base import FrameworkAdapter, RunContext, RunRecorder
 
-#: framework name -> "module:class"; modules are imported only when their framework runs
-_ADAPTERS = {
-    "langgraph": "mastif.frameworks.langgraph:LangGraphAdapter",
-    "langchain": "mastif.frameworks.langchain:LangChainAdapter",
-    "crewai": "mastif.frameworks.crewai:CrewAIAdapter",
-    "semantic_kernel": "mastif.frameworks.semantic_kernel:SemanticKernelAdapter",
-}
-FRAMEWORKS = tuple(_ADAPTERS)
+ENTRY_POINT_GROUP = "mastif.frameworks"
+
+#: the frameworks mastif ships (the seed paper's four, the default grid): every contract
+#: and real-model test runs on each of them; plugins are checked by their own tests
+FRAMEWORKS = ("langgraph", "langchain", "crewai", "semantic_kernel")
+
+
+class FrameworkNotFound(ValueError):
+    """A framework name no installed distribution registers."""
+
+
+def _registered() -> dict[str, EntryPoint]:
+    return dict(_scan(tuple(sys.path)))
+
+
+@functools.lru_cache(maxsize=8)
+def _scan(path: tuple[str, ...]) -> tuple[tuple[str, EntryPoint], ...]:
+    """The group's entry points as found on ``path`` (scanning every distribution's
+    metadata takes ~65 ms: once per ``sys.path``, which is what decides what is installed)."""
+    found: dict[str, EntryPoint] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        # the first distribution on sys.path wins, as for imports
+        found.setdefault(ep.name, ep)
+    return tuple(found.items())
+
+
+def available_frameworks() -> tuple[str, ...]:
+    """Every framework name registered by an installed distribution, sorted."""
+    return tuple(sorted(_registered()))
+
+
+def _missing_message(name: str, registered: dict[str, EntryPoint]) -> str:
+    if not registered:
+        return (
+            f"unknown framework {name!r}: no framework is registered under the entry-point "
+            f"group {ENTRY_POINT_GROUP!r}; is mastif installed (make setup)?"
+        )
+    return (
+        f"unknown framework {name!r}; installed: {', '.join(sorted(registered))} "
+        f"(a plugin registers one under the entry-point group {ENTRY_POINT_GROUP!r})"
+    )
+
+
+def check_frameworks(names: list[str] | tuple[str, ...]) -> None:
+    """:class:`FrameworkNotFound` naming the first of ``names`` nobody registers."""
+    registered = _registered()
+    for name in names:
+        if name not in registered:
+            raise FrameworkNotFound(_missing_message(name, registered))
 
 
 def get_framework(name: str) -> FrameworkAdapter:
+    """A new adapter of the framework registered as ``name`` (its module imported now)."""
+    registered = _registered()
+    if name not in registered:
+        raise FrameworkNotFound(_missing_message(name, registered))
+    ep = registered[name]
     try:
-        module, cls = _ADAPTERS[name].split(":")
-    except KeyError:
-        raise ValueError(f"unknown framework {name!r}; available: {FRAMEWORKS}") from None
-    return getattr(import_module(module), cls)()
+        cls = ep.load()
+    except (ImportError, AttributeError) as exc:
+        raise FrameworkNotFound(
+            f"framework {name!r} is registered as {ep.value!r}, which cannot be loaded: "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
+    adapter = cls()
+    for member in ("name", "run", "run_node"):
+        if not hasattr(adapter, member):
+            raise FrameworkNotFound(
+                f"framework {name!r} ({ep.value}) is not a framework adapter: it has no "
+                f"{member!r} (see mastif.frameworks.base.FrameworkAdapter)"
+            )
+    return adapter
 
 
-__all__ = ["FRAMEWORKS", "FrameworkAdapter", "RunContext", "RunRecorder", "get_framework"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "FRAMEWORKS",
+    "FrameworkAdapter",
+    "FrameworkNotFound",
+    "RunContext",
+    "RunRecorder",
+    "available_frameworks",
+    "check_frameworks",
+    "get_framework",
+]

@@ -1,0 +1,87 @@
+"""Frameworks are plugins: found through the ``mastif.frameworks`` entry-point group.
+
+``tests/plugins/tiny_framework`` is an installed distribution in the sense Python means it
+(a module beside a ``.dist-info`` folder whose ``entry_points.txt`` registers it); putting
+its folder on ``sys.path`` installs it, as site-packages would.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from pathlib import Path
+
+import pytest
+
+from mastif.config import ConfigError, validate_config
+from mastif.frameworks import (
+    FRAMEWORKS,
+    FrameworkNotFound,
+    available_frameworks,
+    get_framework,
+)
+from tests.fakes import ScriptedChatServer
+from tests.stackrun import run_stack
+
+PLUGIN = Path(__file__).parent / "plugins" / "tiny_framework"
+
+
+@pytest.fixture
+def tiny_installed(monkeypatch):
+    monkeypatch.syspath_prepend(str(PLUGIN))
+    return "tiny"
+
+
+def test_the_built_in_frameworks_register_through_the_entry_point_group():
+    # no table inside mastif: the four come from mastif's own pyproject entry points
+    assert set(FRAMEWORKS) <= set(available_frameworks())
+    for name in FRAMEWORKS:
+        assert get_framework(name).name == name
+
+
+def test_a_plugin_is_found_once_installed(tiny_installed):
+    assert "tiny" in available_frameworks()
+    assert type(get_framework("tiny")).__name__ == "TinyAdapter"
+
+
+def test_an_unknown_framework_is_named_with_what_is_installed():
+    with pytest.raises(FrameworkNotFound, match=r"unknown framework 'tiny'; installed: crewai"):
+        get_framework("tiny")
+
+
+def test_the_config_accepts_a_plugins_name_only_when_it_is_installed(
+    fake_model_config, monkeypatch
+):
+    cfg = fake_model_config("http://127.0.0.1:9/v1")
+    cfg["frameworks"] = ["langgraph", "tiny"]
+    with pytest.raises(ConfigError, match=r"frameworks: unknown framework 'tiny'"):
+        validate_config(cfg)
+    monkeypatch.syspath_prepend(str(PLUGIN))
+    assert validate_config(cfg)["frameworks"] == ["langgraph", "tiny"]
+
+
+def test_a_plugin_runs_a_whole_stack_through_the_runner(
+    tiny_installed, tmp_path, fake_model_config
+):
+    with ScriptedChatServer(lambda payload: {"content": "Done. TASK COMPLETE"}) as srv:
+        cfg = fake_model_config(srv.base_url, max_steps=2)
+        (trace,) = run_stack(cfg, tmp_path, framework="tiny")
+    assert trace.status == "ok", trace.error_message
+    assert trace.framework == "tiny"
+    # the loop ended at the first observe: navigate, observe, report — via the gateway
+    assert [(n.node, n.step) for n in trace.node_outputs] == [
+        ("navigate", 1), ("observe", 1), ("report", 1),
+    ]  # fmt: skip
+    assert [c.node for c in trace.llm_calls] == ["navigate", "observe", "report"]
+    assert trace.final_answer == "Done. TASK COMPLETE"
+    # the plugin's packages, which have no column of their own, are still recorded
+    assert trace.other_packages == f"httpx=={importlib.metadata.version('httpx')}"
+
+
+def test_a_registered_name_that_cannot_load_is_a_clear_error(tmp_path, monkeypatch):
+    dist = tmp_path / "broken_plugin-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-plugin\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[mastif.frameworks]\nbroken = no_such_module:X\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(FrameworkNotFound, match=r"'broken' is registered as 'no_such_module:X'"):
+        get_framework("broken")
