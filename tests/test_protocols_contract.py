@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from mastif.frameworks import FRAMEWORKS
 from mastif.protocols import wire
+from tests.contract_frameworks import CONTRACT_FRAMEWORKS as FRAMEWORKS
 from tests.fakes import ScriptedChatServer, last_user_text
 from tests.stackrun import run_stack
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from mastif.frameworks import FRAMEWORKS
 from mastif.runner import Checkpoint
 from mastif.tasks import load_tasks
+from tests.contract_frameworks import CONTRACT_FRAMEWORKS as FRAMEWORKS
 from tests.fakes import ScriptedChatServer, last_user_text
 from tests.stackrun import run_stack
 
