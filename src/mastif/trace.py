@@ -172,6 +172,10 @@ class RunTrace:
     langchain_mcp_adapters_version: str | None = None
     crewai_version: str | None = None
     semantic_kernel_version: str | None = None
+    llama_index_core_version: str | None = None
+    llama_index_llms_openai_like_version: str | None = None
+    llama_index_tools_mcp_version: str | None = None
+    smolagents_version: str | None = None
     mcp_version: str | None = None
     a2a_sdk_version: str | None = None
     openai_version: str | None = None
@@ -327,6 +331,10 @@ RUN_SCHEMA = pa.schema(
         ("langchain_mcp_adapters_version", pa.string()),
         ("crewai_version", pa.string()),
         ("semantic_kernel_version", pa.string()),
+        ("llama_index_core_version", pa.string()),
+        ("llama_index_llms_openai_like_version", pa.string()),
+        ("llama_index_tools_mcp_version", pa.string()),
+        ("smolagents_version", pa.string()),
         ("mcp_version", pa.string()),
         ("a2a_sdk_version", pa.string()),
         ("openai_version", pa.string()),
