@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +72,17 @@ def test_the_first_matching_rule_answers_and_every_request_is_logged(tmp_path: P
     assert lines[-1].endswith("stopped")
 
 
+def test_latency_s_delays_every_answer_concurrently(tmp_path: Path) -> None:
+    script = {"rules": [{"reply": {"content": "x"}}], "latency_s": 0.4}
+    with ScriptedServer(write(tmp_path, script), tmp_path / "server.log") as server:
+        start = time.perf_counter()
+        with ThreadPoolExecutor(3) as pool:
+            answers = list(pool.map(lambda _: chat(server, "observe", messages=[]), range(3)))
+        elapsed = time.perf_counter() - start
+    assert [a.status_code for a in answers] == [200, 200, 200]
+    assert 0.4 <= elapsed < 1.0  # each waited 0.4 s, side by side
+
+
 @pytest.mark.parametrize(
     ("script", "message"),
     [
@@ -79,6 +92,8 @@ def test_the_first_matching_rule_answers_and_every_request_is_logged(tmp_path: P
         ({"rules": [{"when": {"colour": "red"}, "reply": {"content": "x"}}]}, "rules.0.when"),
         ({"rules": [{"reply": {"content": "x"}}, {"reply": {}}]}, "rules.1.reply"),
         ({"rules": [{"when": {"json": "yes"}, "reply": {"content": "x"}}]}, "true or false"),
+        ({"rules": [{"reply": {"content": "x"}}], "latency_s": -1}, "latency_s must be"),
+        ({"rules": [{"reply": {"content": "x"}}], "latency_s": float("nan")}, "latency_s must"),
     ],
 )
 def test_a_malformed_script_is_refused_naming_the_place(

@@ -26,6 +26,10 @@ Conditions (all optional; a rule matches when every one given holds):
 * ``tools``: whether the request offers tools; ``tool_result``: whether the last message
   is a tool result; ``json``: whether the request asks for a ``response_format``.
 
+A top-level ``latency_s`` (seconds, default 0) makes every answer wait that long, as a
+remote endpoint of constant latency would (benches: what a framework or protocol costs
+beside the model).
+
 A reply is ``content`` (text, or a mapping/list sent as its JSON text) and/or
 ``tool_calls`` (``name`` and ``arguments``, a mapping or JSON text). Usage is reported as
 characters / 4 (at least 1 token each way), so token and cost columns are filled. A
@@ -105,6 +109,15 @@ def _text(content: Any) -> str:
 
 def load_script(path: str | Path) -> list[Rule]:
     """The rules of a script file; :class:`ScriptError` naming the rule if one is malformed."""
+    return _load(path)[0]
+
+
+def load_latency(path: str | Path) -> float:
+    """The script's ``latency_s`` (0 when it has none)."""
+    return _load(path)[1]
+
+
+def _load(path: str | Path) -> tuple[list[Rule], float]:
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))  # JSON is YAML too
@@ -112,10 +125,19 @@ def load_script(path: str | Path) -> list[Rule]:
         raise ScriptError(f"{path}: cannot read the script: {exc}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("rules"), list) or not data["rules"]:
         raise ScriptError(f"{path}: a script is a mapping with a non-empty list 'rules'")
-    unknown = set(data) - {"rules"}
+    unknown = set(data) - {"rules", "latency_s"}
     if unknown:
-        raise ScriptError(f"{path}: unknown key(s) {sorted(unknown)}; only 'rules'")
-    return [_parse_rule(path, i, raw) for i, raw in enumerate(data["rules"])]
+        raise ScriptError(f"{path}: unknown key(s) {sorted(unknown)}; only 'rules', 'latency_s'")
+    latency = data.get("latency_s", 0)
+    if (
+        isinstance(latency, bool)
+        or not isinstance(latency, int | float)
+        or not 0 <= latency <= 600  # also refuses NaN
+    ):
+        raise ScriptError(
+            f"{path}: latency_s must be a number of seconds in 0..600, not {latency!r}"
+        )
+    return [_parse_rule(path, i, raw) for i, raw in enumerate(data["rules"])], float(latency)
 
 
 def _parse_rule(path: Path, i: int, raw: Any) -> Rule:
@@ -164,7 +186,7 @@ class ScriptedServer:
 
     def __init__(self, script: str | Path, log_path: Path, model: str = "scripted") -> None:
         self.script = Path(script)
-        self.rules = load_script(self.script)
+        self.rules, self.latency_s = _load(self.script)
         self.log_path = Path(log_path)
         self.model = model
         self._log_lock = threading.Lock()
@@ -253,6 +275,8 @@ class ScriptedServer:
                 if request.get("stream"):
                     self._send(400, {"error": {"message": "the scripted model does not stream"}})
                     return
+                if server.latency_s:
+                    time.sleep(server.latency_s)  # this request's own thread
                 self._send(*server.answer(request, self.headers.get(NODE_HEADER)))
 
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
