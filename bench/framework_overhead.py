@@ -1,4 +1,5 @@
-"""What each framework adds by itself, from one real run of the pipeline.
+"""What each framework adds by itself: from one real run of the pipeline, or (``--stub``)
+from every framework run against a constant-latency scripted endpoint.
 
 Reads results/runs/**.parquet (all stacks of one experiment) and prints, per framework,
 LLM calls per run, prompt tokens per call, completion tokens per run and wall seconds per
@@ -7,14 +8,36 @@ per node plus one per tool round). Same tasks, same model, same prompts: the dif
 are what the framework adds (its own system prompts, extra calls, retries).
 
     .venv/bin/python bench/framework_overhead.py [results]
+
+``--stub`` runs each framework in a fresh process (standard protocol, the HTTP tools, the
+same sandbox tasks, ``max_steps`` 2, ``max_tool_rounds`` 1) against the scripted model with
+``latency_s`` (default 0.2 s): the model answers the same whatever the framework asks, so
+the differences are the framework's own. It prints, per framework: model calls per run,
+prompt tokens per call (the scripted endpoint's count: characters / 4 of messages and tool
+list) and their ratio to LangGraph, and harness CPU milliseconds per model call (the job
+process's user + system CPU over its model calls: framework, gateway, tools and sandbox
+threads, and the job's start-up amortised; the scripted server's share is the same per call
+for all; a first job on one task loads the modules before the measured one). ``--save F`` writes the
+table as JSON; ``--compare F`` prints a saved table beside this one (before/after).
+
+    .venv/bin/python bench/framework_overhead.py --stub [--tasks 3] [--latency 0.2]
+        [--frameworks langgraph,crewai] [--save before.json] [--compare before.json]
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import statistics
+import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 import polars as pl
+import yaml
 
 
 def overhead(results: Path) -> pl.DataFrame:
@@ -43,9 +66,7 @@ def overhead(results: Path) -> pl.DataFrame:
     return table
 
 
-if __name__ == "__main__":
-    results = Path(sys.argv[1] if len(sys.argv) > 1 else "results")
-    table = overhead(results)
+def print_by_framework(table: pl.DataFrame) -> None:
     # one column per framework reads better than 13 columns per row
     view = (
         table.drop("framework")
@@ -54,3 +75,140 @@ if __name__ == "__main__":
     )
     with pl.Config(tbl_rows=40, tbl_cols=10, float_precision=2, tbl_hide_dataframe_shape=True):
         print(view)
+
+
+# ------------------------------------------------------------------ --stub: a scripted model
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: the same answers whatever a framework asks: observe never stops the loop, interact calls
+#: one tool then summarises, so every framework does max_steps rounds
+STUB_RULES = [
+    {"when": {"node": "navigate"}, "reply": {"content": "I will search the site first."}},
+    {"when": {"node": "observe"}, "reply": {"content": "Nothing found yet.\nCONTINUE"}},
+    {
+        "when": {"node": "interact", "tool_result": False},
+        "reply": {"tool_calls": [{"name": "web_search", "arguments": {"query": "opening hours"}}]},
+    },
+    {"when": {"node": "interact"}, "reply": {"content": "The search listed some pages."}},
+    {"when": {"node": "report"}, "reply": {"content": "I could not find the answer."}},
+]
+
+
+def stub_config(framework: str, script: Path, n_tasks: int) -> dict[str, Any]:
+    with (REPO / "config" / "config.yaml").open() as fh:
+        cfg = yaml.safe_load(fh)
+    cfg["models"]["stub"] = {"provider": "scripted", "model": str(script)}
+    cfg["agent_models"] = ["stub"]
+    cfg["judge"]["model"] = "stub"
+    cfg["protocols"], cfg["frameworks"] = ["standard"], [framework]
+    cfg["tools"] = ["web_search", "wikipedia"]  # HTTP only: no browser start-up in the figures
+    cfg["tasks"] = {"source": "sandbox", "sample_size": n_tasks}
+    cfg["generation"].update({"max_steps": 2, "max_tool_rounds": 1, "timeout_s": 300})
+    cfg["execution"] = {"concurrency": 1}
+    return cfg
+
+
+def run_one(framework: str, n_tasks: int, latency: float, workdir: Path) -> dict[str, Any]:
+    """In this (fresh) process: one framework's stack on ``n_tasks`` sandbox tasks."""
+    from mastif.config import parse_config
+    from mastif.runner import execute_stack
+    from mastif.tasks import load_tasks
+
+    script = workdir / "stub.yaml"
+    script.write_text(yaml.safe_dump({"latency_s": latency, "rules": STUB_RULES}))
+    config = parse_config(stub_config(framework, script, n_tasks))
+    tasks = sorted(load_tasks("sandbox"), key=lambda t: t.task_id)[:n_tasks]
+    # a first job on one task loads the framework's modules: imports are not per call
+    execute_stack(
+        config, config.stacks()[0], tasks[:1], workdir / "warm.jsonl", workdir / "warm.log", REPO
+    )
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    traces = execute_stack(
+        config, config.stacks()[0], tasks, workdir / "ckpt.jsonl", workdir / "server.log", REPO
+    )
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    calls = [c for t in traces for c in t.llm_calls]
+    return {
+        "framework": framework,
+        "runs": len(traces),
+        "failed_runs": sum(t.status != "ok" for t in traces),
+        "llm_calls_per_run": len(calls) / len(traces),
+        "prompt_tokens_per_call": statistics.fmean(c.prompt_tokens or 0 for c in calls),
+        "harness_cpu_ms_per_call": 1000 * cpu / len(calls),
+        "wall_s_per_run": wall / len(traces),
+    }
+
+
+def stub_table(frameworks: list[str], n_tasks: int, latency: float) -> pl.DataFrame:
+    rows = []
+    for framework in frameworks:
+        with tempfile.TemporaryDirectory(prefix="mastif-fw-bench-") as tmp:
+            done = subprocess.run(
+                [sys.executable, __file__, "--stub-one", framework, "--tasks", str(n_tasks),
+                 "--latency", str(latency), "--workdir", tmp],
+                capture_output=True, text=True, check=False, cwd=REPO,
+            )  # fmt: skip
+        if done.returncode != 0:
+            raise SystemExit(f"{framework}: the run failed:\n{done.stderr[-2000:]}")
+        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    table = pl.DataFrame(rows)
+    base = table.filter(pl.col("framework") == "langgraph")
+    if base.height:
+        for col in ("llm_calls_per_run", "prompt_tokens_per_call", "harness_cpu_ms_per_call"):
+            table = table.with_columns((pl.col(col) / base[col][0]).alias(f"{col}_vs_langgraph"))
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", nargs="?", default="results")
+    parser.add_argument("--stub", action="store_true")
+    parser.add_argument("--stub-one", help=argparse.SUPPRESS)
+    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+    parser.add_argument("--tasks", type=int, default=3)
+    parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument(
+        "--frameworks", default=None, help="comma-separated (default: all built-in)"
+    )
+    parser.add_argument("--save", type=Path)
+    parser.add_argument("--compare", type=Path)
+    args = parser.parse_args(argv)
+    if args.stub_one:
+        print(json.dumps(run_one(args.stub_one, args.tasks, args.latency, Path(args.workdir))))
+        return 0
+    if not args.stub:
+        print_by_framework(overhead(Path(args.results)))
+        return 0
+    from mastif.frameworks import FRAMEWORKS
+
+    names = args.frameworks.split(",") if args.frameworks else list(FRAMEWORKS)
+    table = stub_table(names, args.tasks, args.latency)
+    print(f"{args.tasks} sandbox tasks per framework, scripted model answering after "
+          f"{args.latency:g} s, standard protocol, max_steps 2, max_tool_rounds 1")  # fmt: skip
+    print_by_framework(table)
+    if args.save:
+        args.save.write_text(table.write_json())
+    if args.compare:
+        before = pl.read_json(args.compare)
+        print(f"\nbefore ({args.compare}), then after / before:")
+        print_by_framework(before)
+        joined = table.join(before, on="framework", suffix="_before")
+        ratios = joined.select(
+            "framework",
+            *(
+                (pl.col(c) / pl.col(f"{c}_before")).alias(f"{c}_after_vs_before")
+                for c in (
+                    "llm_calls_per_run",
+                    "prompt_tokens_per_call",
+                    "harness_cpu_ms_per_call",
+                    "wall_s_per_run",
+                )  # fmt: skip
+            ),
+        )
+        print_by_framework(ratios)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
