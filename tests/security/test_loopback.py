@@ -105,9 +105,13 @@ def test_mcp_server_refuses_requests_without_the_job_key() -> None:
     assert statuses == [[401, 401, 401]] * 3
     for response in raw:
         assert response.status_code == 401
+        assert response.headers["www-authenticate"] == "Bearer"
         assert response.json() == {
-            "error": "mastif protocol server: missing or wrong token "
-            "(Authorization: Bearer <token>)"
+            "error": {
+                "message": "mastif protocol server: missing or wrong token "
+                "(Authorization: Bearer <token>)",
+                "type": "unauthorized",
+            }
         }
     assert ran == [] and hooked == []  # no tool ran, nothing was recorded for the run
     assert served == 0 and stats.requests == 0 and stats.bytes_in == 0 and runs == set()

@@ -323,7 +323,11 @@ async def open_a2a_agents(
 
 
 class A2AOrchestratorClient:
-    """The orchestrator's side of one run: delegates to the agents over A2A."""
+    """The orchestrator's side of one run: delegates to the agents over A2A.
+
+    ``httpx_client``: a caller's own client, which must send ``agents.key`` itself (else
+    every request gets 401); by default the agents' :meth:`A2AAgents.http_client`.
+    """
 
     def __init__(
         self, agents: A2AAgents, run_id: str, httpx_client: httpx.AsyncClient | None = None

@@ -247,7 +247,8 @@ class RequireKey:
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
             return
-        body = json.dumps({"error": self.MESSAGE}).encode()
+        # the gateway's shape (mastif.providers.gateway)
+        body = json.dumps({"error": {"message": self.MESSAGE, "type": "unauthorized"}}).encode()
         await send(
             {
                 "type": "http.response.start",
