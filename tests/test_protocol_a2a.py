@@ -14,6 +14,7 @@ from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 
 from mastif.protocols.a2a import (
+    A2AAgents,
     A2AOrchestratorClient,
     A2ATaskFailed,
     AgentSpec,
@@ -42,13 +43,15 @@ class Recorder:
         return f"{agent}:{text}:{data['step']}"
 
 
-def local_http() -> httpx.AsyncClient:
-    return httpx.AsyncClient(trust_env=False, timeout=10)
+def local_http(agents: A2AAgents | None = None) -> httpx.AsyncClient:
+    """A plain httpx client; with ``agents``, it sends their key (else it gets 401)."""
+    headers = {"Authorization": f"Bearer {agents.key.token}"} if agents is not None else None
+    return httpx.AsyncClient(trust_env=False, timeout=10, headers=headers)
 
 
 def test_plain_sdk_client_reads_cards_and_completes_a_task():
     async def main() -> None:
-        async with open_a2a_agents(SPECS, Recorder()) as agents, local_http() as http:
+        async with open_a2a_agents(SPECS, Recorder()) as agents, local_http(agents) as http:
             factory = ClientFactory(ClientConfig(streaming=False, httpx_client=http))
             for spec in SPECS:
                 url = agents.agent_url("plain", spec.name)
@@ -131,7 +134,7 @@ def test_failed_task_raises_with_the_agents_error():
 
 def test_unknown_agent_is_404_at_card_fetch():
     async def main() -> None:
-        async with open_a2a_agents(SPECS, Recorder()) as agents, local_http() as http:
+        async with open_a2a_agents(SPECS, Recorder()) as agents, local_http(agents) as http:
             resolver = A2ACardResolver(http, agents.agent_url("run-u", "nobody"))
             with pytest.raises(AgentCardResolutionError) as info:
                 await resolver.get_agent_card()

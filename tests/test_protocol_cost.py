@@ -53,13 +53,13 @@ def delayed_wire(monkeypatch):
     """Every protocol server holds each request DELAY_S before its meter sees it."""
     real = wire_module.serve_asgi
 
-    def serve(app, name):
+    def serve(app, name, key):
         async def delayed(scope, receive, send):
             if scope["type"] == "http":
                 await asyncio.sleep(DELAY_S)
             await app(scope, receive, send)
 
-        return real(delayed, name)
+        return real(delayed, name, key)
 
     for module in ("mastif.protocols.mcp", "mastif.protocols.a2a"):
         monkeypatch.setattr(f"{module}.serve_asgi", serve)

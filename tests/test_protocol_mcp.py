@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
-import httpx
 import pytest
 from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
@@ -23,12 +22,11 @@ Call = tuple[str, str, str, Any, ToolResult]
 
 
 @asynccontextmanager
-async def mcp_session(url: str, http: Any = None) -> AsyncIterator[ClientSession]:
-    """A client session; ``http``: an httpx client factory (the server's, to time exchanges)."""
+async def mcp_session(url: str, http: Any) -> AsyncIterator[ClientSession]:
+    """A client session; ``http``: the server's httpx client factory (times exchanges, sends
+    the server's key, as every framework's MCP client does)."""
     async with AsyncExitStack() as stack:
-        client = None
-        if http is not None:
-            client = await stack.enter_async_context(http())
+        client = await stack.enter_async_context(http())
         async with (
             streamable_http_client(url, http_client=client) as (read, write, _),
             ClientSession(read, write) as session,
@@ -59,7 +57,9 @@ def refuses(port: int) -> bool:
 def test_list_tools_offers_our_tools_exactly() -> None:
     async def main() -> list[types.Tool]:
         async with open_mcp_server(TOOLS) as server:
-            async with mcp_session(server.url_for("run-a", "agent")) as session:
+            async with mcp_session(
+                server.url_for("run-a", "agent"), server.http_client_factory
+            ) as session:
                 return (await session.list_tools()).tools
 
     listed = asyncio.run(main())
@@ -76,7 +76,9 @@ def test_call_returns_tool_output_and_reports_the_run() -> None:
 
     async def main() -> tuple[types.CallToolResult, int]:
         async with open_mcp_server(TOOLS, on_call=lambda *c: calls.append(c)) as server:
-            async with mcp_session(server.url_for("run-a", "planner")) as session:
+            async with mcp_session(
+                server.url_for("run-a", "planner"), server.http_client_factory
+            ) as session:
                 result = await session.call_tool(
                     "sympy", {"expression": "x**2 - 4 = 0", "operation": "solve"}
                 )
@@ -97,7 +99,9 @@ def test_failures_are_results_not_rejections() -> None:
 
     async def main() -> tuple[types.CallToolResult, types.CallToolResult, int]:
         async with open_mcp_server(TOOLS, on_call=lambda *c: calls.append(c)) as server:
-            async with mcp_session(server.url_for("run-a", "agent")) as session:
+            async with mcp_session(
+                server.url_for("run-a", "agent"), server.http_client_factory
+            ) as session:
                 # schema violation: the tool itself must see it (the SDK must not reject it)
                 bad = await session.call_tool("sympy", {"expr": "1 + 1"})
                 unknown = await session.call_tool("web_search", {"q": "x"})
@@ -140,7 +144,7 @@ def test_runs_are_counted_apart() -> None:
                 "never": server.calls_served("run-z"),
             }
             # traffic outside /r/{run_id}/{node}/ is refused and counted nowhere
-            async with httpx.AsyncClient() as http:
+            async with timed() as http:
                 stray = await http.post(f"{server.base_url}/mcp", json={})
             out["stray"] = stray.status_code
             out["runs"] = set(server.meter.stats)
@@ -177,7 +181,14 @@ def test_langchain_mcp_adapters_load_and_call_the_tools() -> None:
     async def main() -> tuple[list[Any], Any, int]:
         async with open_mcp_server(TOOLS, on_call=lambda *c: calls.append(c)) as server:
             client = MultiServerMCPClient(
-                {"m": {"transport": "streamable_http", "url": server.url_for("run-lc", "agent")}}
+                {
+                    "m": {
+                        "transport": "streamable_http",
+                        "url": server.url_for("run-lc", "agent"),
+                        # as the frameworks do: the server's factory (timing, the key)
+                        "httpx_client_factory": server.http_client_factory,
+                    }
+                }
             )
             tools = await client.get_tools()
             parser = next(t for t in tools if t.name == "json_parser")
@@ -211,7 +222,9 @@ def test_url_for_refuses_ids_that_would_misattribute() -> None:
 def test_server_stops_when_the_block_exits() -> None:
     async def main() -> int:
         async with open_mcp_server(TOOLS) as server:
-            async with mcp_session(server.url_for("run-a", "agent")) as session:
+            async with mcp_session(
+                server.url_for("run-a", "agent"), server.http_client_factory
+            ) as session:
                 await session.list_tools()
             return port_of(server.base_url)
 
@@ -227,7 +240,7 @@ def test_server_stops_when_the_block_raises_with_a_client_still_connected() -> N
                 async with open_mcp_server(TOOLS) as server:
                     ports.append(port_of(server.base_url))
                     session = await clients.enter_async_context(
-                        mcp_session(server.url_for("run-a", "agent"))
+                        mcp_session(server.url_for("run-a", "agent"), server.http_client_factory)
                     )
                     await session.list_tools()
                     raise KeyError("boom")

@@ -11,6 +11,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, StreamingRespon
 from starlette.routing import Route
 
 from mastif.protocols.wire import (
+    LoopbackKey,
     WireMeter,
     WireStats,
     count_jsonrpc,
@@ -53,8 +54,9 @@ def test_meter_attributes_strips_prefix_and_counts():
     meter = WireMeter(app)
 
     async def main():
-        async with serve_asgi(meter, "test") as url:
-            async with metered_client(meter) as client:
+        key = LoopbackKey()
+        async with serve_asgi(meter, "test", key) as url:
+            async with metered_client(meter, key) as client:
                 one = {"jsonrpc": "2.0", "id": 1, "method": "m"}
                 a = await client.post(f"{url}/r/run-a/node-1/rpc", json=one)
                 b = await client.post(f"{url}/r/run-b/node-2/rpc", json=one)
@@ -96,7 +98,8 @@ def test_an_event_stream_opened_by_get_is_not_an_exchange():
     meter = WireMeter(Starlette(routes=[Route("/s", stream)]))
 
     async def main():
-        async with serve_asgi(meter, "test") as url, metered_client(meter) as client:
+        key = LoopbackKey()
+        async with serve_asgi(meter, "test", key) as url, metered_client(meter, key) as client:
             await client.get(f"{url}/r/run-a/n/s")  # the notification channel: not waited on
             await client.post(f"{url}/r/run-a/n/s")  # 405, still an exchange the client waited on
 

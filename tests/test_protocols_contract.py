@@ -34,8 +34,8 @@ def served_urls(monkeypatch):
     urls: list[str] = []
     real = wire.serve_asgi
 
-    def recording(app, name):
-        cm = real(app, name)
+    def recording(app, name, key):
+        cm = real(app, name, key)
 
         class Wrapper:
             async def __aenter__(self):

@@ -132,6 +132,7 @@ class RunContext:
     mcp_url: str | None = None
     #: under ``mcp``: the httpx client factory every MCP client of the run must be built with
     #: (the MCP SDK's ``httpx_client_factory``): it times the exchanges (protocol seconds)
+    #: and sends the MCP server's key, without which the server answers 401
     mcp_http: Callable[..., httpx.AsyncClient] | None = None
     started: float = field(default_factory=time.perf_counter)
     #: the node visit in progress (sequential within a run); tool calls served elsewhere

@@ -100,7 +100,7 @@ async def load_tools(ctx: RunContext) -> list[BaseTool]:
     if ctx.mcp_url is None:
         return list(langchain_tools(ctx))
     connection: dict[str, Any] = {"transport": "streamable_http", "url": ctx.mcp_url}
-    if ctx.mcp_http is not None:  # its exchanges timed (protocol seconds)
+    if ctx.mcp_http is not None:  # exchanges timed (protocol seconds), the server's key sent
         connection["httpx_client_factory"] = ctx.mcp_http
     client = MultiServerMCPClient({"mastif": connection})  # type: ignore[dict-item]
     return await client.get_tools()

@@ -357,7 +357,7 @@ class SemanticKernelAdapter:
         async with AsyncExitStack() as stack:
             if ctx.mcp_url is not None and any(n.spec.use_tools for n in nodes):
                 # extra keywords go to the MCP SDK's streamablehttp_client: the run's httpx
-                # client factory, so the exchanges are timed (protocol seconds)
+                # client factory: exchanges timed (protocol seconds), the server's key sent
                 extra = {"httpx_client_factory": ctx.mcp_http} if ctx.mcp_http else {}
                 plugin = McpToolsPlugin(
                     name=PLUGIN_NAME, url=ctx.mcp_url, load_prompts=False,

@@ -113,7 +113,8 @@ class StackProtocol:
 
     def mcp_http_client_factory(self) -> Callable[..., httpx.AsyncClient] | None:
         """Under ``mcp``: what the frameworks' MCP clients build their httpx clients with, so
-        the clients' exchanges are timed (the MCP SDK's ``httpx_client_factory``)."""
+        the clients' exchanges are timed and they send the server's key, without which it
+        answers 401 (the MCP SDK's ``httpx_client_factory``)."""
         return self.mcp.http_client_factory if self.mcp is not None else None
 
     def mcp_url(self, run_id: str) -> str | None:

@@ -11,6 +11,11 @@ builds an a2a-sdk client from it and delegates subtasks as A2A ``SendMessage`` c
 a ``Task`` that ends completed (one text artifact holding the answer) or failed (the status
 message carries the error).
 
+Only the orchestrator's clients are served: the agents' server has a
+:class:`~mastif.protocols.wire.LoopbackKey` (:attr:`A2AAgents.key`), every request without it
+(the agent card too) gets 401 before any agent sees it (no agent runs, no model is called,
+nothing is counted), and :meth:`A2AAgents.http_client` sends it.
+
 Run attribution: the run id and agent name travel in the URL prefix, which the meter strips
 and records in the ASGI scope. The card served for a request advertises the very URL the
 client used (prefix included), so a client that follows the card stays on that run's prefix
@@ -83,6 +88,7 @@ from starlette.routing import Route
 
 from mastif.protocols.wire import (
     SCOPE_KEY,
+    LoopbackKey,
     Receive,
     Scope,
     Send,
@@ -249,13 +255,15 @@ class A2AAgents:
         self._handlers: list[DefaultRequestHandler] = []
         self._apps = {spec.name: self._agent_app(spec, handle) for spec in agents}
         self.meter = WireMeter(self._dispatch)
+        #: the job's secret for the agents: requests without it are refused (401)
+        self.key = LoopbackKey()
 
     def agent_url(self, run_id: str, agent: str) -> str:
         return f"{self.base_url}/r/{run_id}/{agent}"
 
     def http_client(self) -> httpx.AsyncClient:
-        """An httpx client for the agents whose exchanges are timed for their runs."""
-        return metered_client(self.meter)
+        """An httpx client for the agents: sends their key, times exchanges for their runs."""
+        return metered_client(self.meter, self.key)
 
     def messages_received(self, run_id: str) -> int:
         """A2A messages the agents' executors handled for that run (kept after pop_stats)."""
@@ -307,7 +315,7 @@ async def open_a2a_agents(
     """Serve ``agents`` on a loopback port for the duration of the block."""
     running = A2AAgents(agents, handle)
     try:
-        async with serve_asgi(running.meter, "a2a") as base_url:
+        async with serve_asgi(running.meter, "a2a", running.key) as base_url:
             running.base_url = base_url
             yield running
     finally:
@@ -315,7 +323,11 @@ async def open_a2a_agents(
 
 
 class A2AOrchestratorClient:
-    """The orchestrator's side of one run: delegates to the agents over A2A."""
+    """The orchestrator's side of one run: delegates to the agents over A2A.
+
+    ``httpx_client``: a caller's own client, which must send ``agents.key`` itself (else
+    every request gets 401); by default the agents' :meth:`A2AAgents.http_client`.
+    """
 
     def __init__(
         self, agents: A2AAgents, run_id: str, httpx_client: httpx.AsyncClient | None = None

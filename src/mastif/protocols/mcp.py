@@ -13,6 +13,10 @@ the request; the ``tools/call`` handler reads ``(run_id, node)`` from the HTTP r
 that carried the call (the low-level server's ``request_context.request`` is the Starlette
 request for HTTP transports). Requests outside ``/r/{run_id}/{node}/mcp`` get 404.
 
+Only mastif's clients are served: the server has a :class:`~mastif.protocols.wire.LoopbackKey`
+(:attr:`McpToolServer.key`), every request without it gets 401 before the SDK sees it (no
+tool runs, nothing is counted or recorded), and the client factory below sends it.
+
 What is counted, per run: everything the meter counts (HTTP requests, JSON-RPC messages,
 body bytes), the time spent inside the tools (``inner_s``), the ``tools/call`` requests
 served (:meth:`McpToolServer.calls_served`), and, on the client side, the time the
@@ -49,6 +53,7 @@ from starlette.responses import PlainTextResponse
 
 from mastif.protocols.wire import (
     SCOPE_KEY,
+    LoopbackKey,
     Receive,
     Scope,
     Send,
@@ -120,8 +125,11 @@ class McpToolServer:
             ),
         )
         self.meter = WireMeter(self._asgi)
-        #: what every MCP client of a run must build its httpx client with (timed exchanges)
-        self.http_client_factory = metered_client_factory(self.meter)
+        #: the job's secret for this server: requests without it are refused (401)
+        self.key = LoopbackKey()
+        #: what every MCP client of a run must build its httpx client with (timed exchanges,
+        #: the key sent)
+        self.http_client_factory = metered_client_factory(self.meter, self.key)
         self.base_url = ""  # set by open_mcp_server once serving
 
     # ------------------------------------------------------------------ public
@@ -236,7 +244,7 @@ async def open_mcp_server(
     sessions are closed first, then the port.
     """
     server = McpToolServer(tools, on_call)
-    async with serve_asgi(server.meter, "mcp") as base_url:
+    async with serve_asgi(server.meter, "mcp", server.key) as base_url:
         # sessions stop before the HTTP server, so open session streams do not hold it up
         async with server._sessions():
             server.base_url = base_url

@@ -22,12 +22,25 @@ encoding and decoding, transport and server handling all count; a GET that opens
 server-sent event stream (MCP's notification channel, open for the whole session with no one
 waiting on it) is not an exchange and is not timed. Both ends attribute by the same URL
 prefix into the same :class:`WireStats`, so MCP and A2A go through the same measuring code.
+
+Who may talk to a server. Loopback is not private on a shared machine: any local process
+(another user's too) can connect to 127.0.0.1. Each server therefore has a
+:class:`LoopbackKey`, a random token made with it; :func:`serve_asgi` puts
+:class:`RequireKey` in front of the app, which answers 401 (a short JSON error) to every
+request without ``Authorization: Bearer <token>`` before anything below it runs or counts
+it. The clients mastif builds for a server (:func:`metered_client`, through
+:class:`MeteredTransport`) add that header to their requests to that server's address and
+to no other. The token is never put in a URL, argv, the environment or a log line, and it
+is not in the key's repr. The meter counts bodies only, so the header adds nothing to the
+measured bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
+import secrets
 import socket
 import threading
 import time
@@ -182,6 +195,74 @@ class WireMeter:
                 stats.messages += messages
 
 
+class LoopbackKey:
+    """The secret of one protocol server: its token, and the one address it is sent to.
+
+    ``origin`` (``http://127.0.0.1:PORT``) is set by :func:`serve_asgi` once the server
+    listens; until then no client sends the token anywhere.
+    """
+
+    def __init__(self) -> None:
+        self.token = secrets.token_urlsafe(32)
+        self.origin = ""
+        self._expected = f"Bearer {self.token}".encode()
+
+    def __repr__(self) -> str:  # never the token: keys end up in reprs of their owners
+        return f"LoopbackKey(origin={self.origin!r})"
+
+    def accepts(self, authorization: bytes | None) -> bool:
+        """Whether an ``Authorization`` header value carries this key (constant time)."""
+        return authorization is not None and hmac.compare_digest(authorization, self._expected)
+
+    def authorization_for(self, url: httpx.URL) -> str | None:
+        """``Bearer <token>`` for a request to this key's server, None for any other address."""
+        if not self.origin:
+            return None
+        origin = httpx.URL(self.origin)
+        same = (url.scheme, url.host, url.port) == (origin.scheme, origin.host, origin.port)
+        return f"Bearer {self.token}" if same else None
+
+
+class RequireKey:
+    """ASGI middleware: a request without the server's key gets 401 and goes no further.
+
+    Outermost, in front of the meter: a refused request runs nothing and is counted for no
+    run. Exactly one ``Authorization`` header, equal to ``Bearer <token>``, is accepted.
+    """
+
+    MESSAGE = "mastif protocol server: missing or wrong token (Authorization: Bearer <token>)"
+
+    def __init__(self, app: ASGIApp, key: LoopbackKey) -> None:
+        self.app = app
+        self.key = key
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):  # lifespan: no request, nothing to check
+            await self.app(scope, receive, send)
+            return
+        values = [v for k, v in scope.get("headers", []) if k.lower() == b"authorization"]
+        if len(values) == 1 and self.key.accepts(values[0]):
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        # the gateway's shape (mastif.providers.gateway)
+        body = json.dumps({"error": {"message": self.MESSAGE, "type": "unauthorized"}}).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"www-authenticate", b"Bearer"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
 class _TimedStream(httpx.AsyncByteStream):
     """A response body that reports its exchange's time once, when the client closes it."""
 
@@ -210,13 +291,26 @@ class MeteredTransport(httpx.AsyncBaseTransport):
     fails or is cancelled counts until then. A GET answered with an event stream is the
     session's notification channel, which no one waits on: not timed. Requests outside
     ``/r/{run_id}/{node}/`` belong to no run and are not timed.
+
+    Every request to ``key``'s server carries the key (``Authorization: Bearer``), set here,
+    under whatever the client SDK built, so no SDK header handling can drop it; requests
+    to any other address do not.
     """
 
-    def __init__(self, meter: WireMeter, inner: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        meter: WireMeter,
+        key: LoopbackKey,
+        inner: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         self._meter = meter
+        self._key = key
         self._inner = inner or httpx.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        authorization = self._key.authorization_for(request.url)
+        if authorization is not None:
+            request.headers["Authorization"] = authorization
         attributed = run_of_path(request.url.path)
         if attributed is None:
             return await self._inner.handle_async_request(request)
@@ -243,16 +337,17 @@ class MeteredTransport(httpx.AsyncBaseTransport):
 
 def metered_client(
     meter: WireMeter,
+    key: LoopbackKey,
     headers: dict[str, str] | None = None,
     timeout: httpx.Timeout | None = None,
     auth: httpx.Auth | None = None,
 ) -> httpx.AsyncClient:
-    """An httpx client whose exchanges ``meter`` times; the MCP SDK's client factory signature.
+    """An httpx client whose exchanges ``meter`` times and that sends ``key`` to its server.
 
     No proxy from the environment: the servers are on loopback.
     """
     return httpx.AsyncClient(
-        transport=MeteredTransport(meter),
+        transport=MeteredTransport(meter, key),
         headers=headers,
         timeout=timeout if timeout is not None else httpx.Timeout(None, connect=10.0),
         auth=auth,
@@ -260,15 +355,16 @@ def metered_client(
     )
 
 
-def metered_client_factory(meter: WireMeter) -> Callable[..., httpx.AsyncClient]:
-    """:func:`metered_client` bound to ``meter``: what a framework's MCP client is built with."""
+def metered_client_factory(meter: WireMeter, key: LoopbackKey) -> Callable[..., httpx.AsyncClient]:
+    """:func:`metered_client` bound to ``meter`` and ``key``: what a framework's MCP client
+    is built with (the MCP SDK's ``httpx_client_factory`` signature)."""
 
     def factory(
         headers: dict[str, str] | None = None,
         timeout: httpx.Timeout | None = None,
         auth: httpx.Auth | None = None,
     ) -> httpx.AsyncClient:
-        return metered_client(meter, headers, timeout, auth)
+        return metered_client(meter, key, headers, timeout, auth)
 
     return factory
 
@@ -289,10 +385,12 @@ class _QuietServer(uvicorn.Server):
 
 
 @asynccontextmanager
-async def serve_asgi(app: ASGIApp, name: str) -> AsyncIterator[str]:
+async def serve_asgi(app: ASGIApp, name: str, key: LoopbackKey) -> AsyncIterator[str]:
     """Serve ``app`` on a free loopback port in the running loop; yield ``http://127.0.0.1:PORT``.
 
-    The server stops when the block exits, whatever happened inside it.
+    Only requests carrying ``key`` reach ``app`` (:class:`RequireKey`); ``key.origin`` is
+    the yielded address, where the key's clients send it. The server stops when the block
+    exits, whatever happened inside it.
     """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -303,7 +401,11 @@ async def serve_asgi(app: ASGIApp, name: str) -> AsyncIterator[str]:
     port = sock.getsockname()[1]
     # no lifespan events: the protocol's context manager owns the app's start-up and shut-down
     config = uvicorn.Config(
-        app, log_level="warning", lifespan="off", access_log=False, timeout_graceful_shutdown=2
+        RequireKey(app, key),
+        log_level="warning",
+        lifespan="off",
+        access_log=False,
+        timeout_graceful_shutdown=2,
     )
     server = _QuietServer(config)
     task = asyncio.create_task(server.serve(sockets=[sock]), name=f"{name}-server")
@@ -313,8 +415,10 @@ async def serve_asgi(app: ASGIApp, name: str) -> AsyncIterator[str]:
                 task.result()  # raises the start-up error
                 raise RuntimeError(f"{name} server stopped during start-up")
             await asyncio.sleep(0.01)
-        yield f"http://127.0.0.1:{port}"
+        key.origin = f"http://127.0.0.1:{port}"
+        yield key.origin
     finally:
+        key.origin = ""  # the port may be someone else's next
         server.should_exit = True
         try:
             await asyncio.wait_for(asyncio.shield(task), timeout=5)
