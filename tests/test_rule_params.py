@@ -267,6 +267,8 @@ def special_changes(tmp: Path) -> dict[str, Callable[[dict[str, Any]], None]]:
         },
         "agent_models": lambda c: c.update(agent_models=["agent", "judge"]),
         "protocols": lambda c: c.update(protocols=["standard", "mcp"]),
+        # names must be registered frameworks (entry points), not any string
+        "frameworks": lambda c: c.update(frameworks=[*c["frameworks"], "crewai"]),
         "judge.model": lambda c: c["judge"].update(model="agent"),
         "judge.models": lambda c: c["judge"].update(models=["judge", "agent"]),
         "judge.rubric": lambda c: c["judge"].update(rubric=str(rubric)),
