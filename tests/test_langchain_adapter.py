@@ -195,3 +195,56 @@ def test_malformed_call_beside_a_valid_one_is_recorded_once(tmp_path, fake_model
     tool_msgs = [m["content"] for m in follow_up["messages"] if m["role"] == "tool"]
     assert "7" in tool_msgs
     assert any("malformed" in t for t in tool_msgs)  # the agent's own answer
+
+
+def test_a2a_node_visits_reuse_the_runs_agents(tmp_path, fake_model_config, monkeypatch):
+    """Under A2A every node visit is a run_node call; the agents are built once per run."""
+    created = []
+    real_create_agent = langchain_adapter.create_agent
+
+    def spy_create_agent(*args, **kwargs):
+        created.append(real_create_agent(*args, **kwargs))
+        return created[-1]
+
+    monkeypatch.setattr(langchain_adapter, "create_agent", spy_create_agent)
+    with ScriptedChatServer(lambda payload: {"content": "CONTINUE"}) as srv:
+        cfg = fake_model_config(srv.base_url, max_steps=2)
+        cfg["protocols"] = ["a2a"]
+        (trace,) = run_stack(cfg, tmp_path, framework="langchain")
+    assert trace.status == "ok", trace.error_message
+    assert len(trace.node_outputs) == 6
+    assert len(created) == 4  # one per workflow node, not one per visit
+
+
+def test_hierarchical_shape_runs_on_the_agents(tmp_path, fake_model_config):
+    """The decomposer, each worker visit and the synthesiser are run_node calls."""
+
+    def respond(payload):
+        text = last_user_text(payload)
+        if "Split the task" in text:
+            return {"content": "1. Find the flights page.\n2. Compare the prices."}
+        if "Your subtask:" in text:
+            return {"content": "Did: " + text.split("Your subtask:")[1].split("\n")[0].strip()}
+        return {"content": "Final report."}
+
+    with ScriptedChatServer(respond) as srv:
+        cfg = fake_model_config(srv.base_url)
+        cfg["workflow"] = {
+            "shape": "hierarchical",
+            "max_subtasks": 2,
+            "nodes": [
+                {"name": "decompose", "prompt": "config/prompts/decompose.md",
+                 "output_key": "subtasks"},
+                {"name": "worker", "prompt": "config/prompts/worker.md",
+                 "output_key": "worker_report", "use_tools": True},
+                {"name": "synthesise", "prompt": "config/prompts/synthesise.md",
+                 "output_key": "final_report"},
+            ],
+        }  # fmt: skip
+        (trace,) = run_stack(cfg, tmp_path, framework="langchain")
+    assert trace.status == "ok", trace.error_message
+    assert [(n.node, n.text) for n in trace.node_outputs] == [
+        ("decompose", "1. Find the flights page.\n2. Compare the prices."),
+        ("worker", "Did: Find the flights page."), ("worker", "Did: Compare the prices."),
+        ("synthesise", "Final report."),
+    ]  # fmt: skip
