@@ -5,9 +5,13 @@ Scripted model server, real gateway, real ``create_agent`` runtime, real tools.
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
+from langchain_core.tracers.context import collect_runs
+from langgraph.graph.state import CompiledStateGraph
+
+from mastif import workflow
+from mastif.frameworks import langchain as langchain_adapter
 from tests.fakes import ScriptedChatServer, last_user_text
 from tests.stackrun import run_stack
 
@@ -22,17 +26,76 @@ def assistant_turns(payload):
     return sum(1 for m in payload["messages"] if m["role"] == "assistant")
 
 
-def without_ids(payload):
-    payload = copy.deepcopy(payload)
-    for m in payload["messages"]:
-        m.pop("tool_call_id", None)
-        for tc in m.get("tool_calls") or []:
-            tc.pop("id", None)
-    return payload
+def node_runs(run, names):
+    """The runs named after workflow nodes under ``run``, in the order they started."""
+    found = [run] if run.name in names else []
+    for child in sorted(run.child_runs, key=lambda r: r.dotted_order or ""):
+        found += node_runs(child, names)
+    return found
 
 
-def test_requests_are_those_of_langgraph(tmp_path, fake_model_config):
-    """Same model client, same tools, same turn policy: byte-equal requests (but for ids)."""
+def descendants(run):
+    for child in run.child_runs:
+        yield child
+        yield from descendants(child)
+
+
+def test_lcel_runnable_and_agents_drive_the_loop(tmp_path, fake_model_config, monkeypatch):
+    """The workflow is one LCEL runnable (node runnables, a recursive loop runnable) whose
+    nodes invoke create_agent agents, built once per run; mastif's driver is not used."""
+
+    def no_driver(*args, **kwargs):
+        raise AssertionError("mastif's drive_workflow was used")
+
+    monkeypatch.setattr(workflow, "drive_workflow", no_driver)
+    monkeypatch.setattr(langchain_adapter, "drive_workflow", no_driver, raising=False)
+    created = []
+
+    def spy_create_agent(*args, **kwargs):
+        created.append(real_create_agent(*args, **kwargs))
+        return created[-1]
+
+    real_create_agent = langchain_adapter.create_agent
+    monkeypatch.setattr(langchain_adapter, "create_agent", spy_create_agent)
+
+    def respond(payload):
+        text = last_user_text(payload)
+        if interacting(payload) and assistant_turns(payload) == 0:
+            return {"tool_calls": [("datetime", {})]}
+        if "observation round 3" in text:
+            return {"content": "The cart holds the item.\nTASK COMPLETE"}
+        return {"content": "Looking around. CONTINUE"}
+
+    with ScriptedChatServer(respond) as srv, collect_runs() as collector:
+        (trace,) = run_stack(
+            fake_model_config(srv.base_url, max_steps=4), tmp_path, framework="langchain"
+        )
+    assert trace.status == "ok", trace.error_message
+    expected = [
+        ("navigate", 1),
+        ("observe", 1), ("interact", 1),
+        ("observe", 2), ("interact", 2),
+        ("observe", 3),
+        ("report", 1),
+    ]  # fmt: skip
+    assert [(n.node, n.step) for n in trace.node_outputs] == expected
+    assert [c.name for c in trace.tool_calls] == ["datetime", "datetime"]
+    # one agent per workflow node, built once for the run's seven visits
+    assert len(created) == 4 and all(isinstance(a, CompiledStateGraph) for a in created)
+    # LangChain's own tracing: one root runnable, the node runnables in the workflow's
+    # order, each running its agent; the loop is LCEL recursion (a loop run per round)
+    (root,) = [r for r in collector.traced_runs if r.name == "mastif-workflow"]
+    visits = node_runs(root, {"navigate", "observe", "interact", "report"})
+    assert [v.name for v in visits] == [name for name, _ in expected]
+    assert all(any(d.name == "LangGraph" for d in descendants(v)) for v in visits)
+    loops = [d for d in descendants(root) if d.name == "loop"]
+    assert len(loops) == 4  # rounds 1-3, and the call that ends the loop after the stop
+    assert not [d for d in descendants(root) if d.error]
+
+
+def test_node_prompts_are_those_of_langgraph(tmp_path, fake_model_config):
+    """The node prompts are render_prompt's, as for every framework, and no system prompt
+    is added; the tool calls and refusals are recorded as LangGraph's are."""
 
     def respond(payload):
         if interacting(payload):
@@ -45,13 +108,16 @@ def test_requests_are_those_of_langgraph(tmp_path, fake_model_config):
         return {"content": "CONTINUE"}
 
     cfg = fake_model_config("http://unused", max_steps=1, max_tool_rounds=2)
-    requests, traces = {}, {}
+    prompts, traces = {}, {}
     for framework in ("langgraph", "langchain"):
         with ScriptedChatServer(respond) as srv:
             cfg["models"]["fake"]["base_url"] = srv.base_url
             (traces[framework],) = run_stack(cfg, tmp_path / framework, framework=framework)
-        requests[framework] = [without_ids(r) for r in srv.requests]
-    assert requests["langchain"] == requests["langgraph"]
+        # each node visit's first request: the node prompt as the only message
+        prompts[framework] = [r["messages"] for r in srv.requests if len(r["messages"]) == 1]
+        assert not any(m["role"] == "system" for r in srv.requests for m in r["messages"])
+    assert prompts["langchain"] == prompts["langgraph"]
+    assert [m[0]["role"] for m in prompts["langchain"]] == ["user"] * 4
     lc = traces["langchain"]
     assert lc.status == "ok", lc.error_message
     assert [(c.name, c.ok) for c in lc.tool_calls] == [
@@ -61,8 +127,6 @@ def test_requests_are_those_of_langgraph(tmp_path, fake_model_config):
     assert [(c.name, c.ok) for c in lc.tool_calls] == [
         (c.name, c.ok) for c in traces["langgraph"].tool_calls
     ]
-    # system prompt: none added by the agent
-    assert not any(m["role"] == "system" for r in requests["langchain"] for m in r["messages"])
 
 
 def test_capped_turn_ends_the_node_without_running_tools(tmp_path, fake_model_config):
@@ -131,3 +195,56 @@ def test_malformed_call_beside_a_valid_one_is_recorded_once(tmp_path, fake_model
     tool_msgs = [m["content"] for m in follow_up["messages"] if m["role"] == "tool"]
     assert "7" in tool_msgs
     assert any("malformed" in t for t in tool_msgs)  # the agent's own answer
+
+
+def test_a2a_node_visits_reuse_the_runs_agents(tmp_path, fake_model_config, monkeypatch):
+    """Under A2A every node visit is a run_node call; the agents are built once per run."""
+    created = []
+    real_create_agent = langchain_adapter.create_agent
+
+    def spy_create_agent(*args, **kwargs):
+        created.append(real_create_agent(*args, **kwargs))
+        return created[-1]
+
+    monkeypatch.setattr(langchain_adapter, "create_agent", spy_create_agent)
+    with ScriptedChatServer(lambda payload: {"content": "CONTINUE"}) as srv:
+        cfg = fake_model_config(srv.base_url, max_steps=2)
+        cfg["protocols"] = ["a2a"]
+        (trace,) = run_stack(cfg, tmp_path, framework="langchain")
+    assert trace.status == "ok", trace.error_message
+    assert len(trace.node_outputs) == 6
+    assert len(created) == 4  # one per workflow node, not one per visit
+
+
+def test_hierarchical_shape_runs_on_the_agents(tmp_path, fake_model_config):
+    """The decomposer, each worker visit and the synthesiser are run_node calls."""
+
+    def respond(payload):
+        text = last_user_text(payload)
+        if "Split the task" in text:
+            return {"content": "1. Find the flights page.\n2. Compare the prices."}
+        if "Your subtask:" in text:
+            return {"content": "Did: " + text.split("Your subtask:")[1].split("\n")[0].strip()}
+        return {"content": "Final report."}
+
+    with ScriptedChatServer(respond) as srv:
+        cfg = fake_model_config(srv.base_url)
+        cfg["workflow"] = {
+            "shape": "hierarchical",
+            "max_subtasks": 2,
+            "nodes": [
+                {"name": "decompose", "prompt": "config/prompts/decompose.md",
+                 "output_key": "subtasks"},
+                {"name": "worker", "prompt": "config/prompts/worker.md",
+                 "output_key": "worker_report", "use_tools": True},
+                {"name": "synthesise", "prompt": "config/prompts/synthesise.md",
+                 "output_key": "final_report"},
+            ],
+        }  # fmt: skip
+        (trace,) = run_stack(cfg, tmp_path, framework="langchain")
+    assert trace.status == "ok", trace.error_message
+    assert [(n.node, n.text) for n in trace.node_outputs] == [
+        ("decompose", "1. Find the flights page.\n2. Compare the prices."),
+        ("worker", "Did: Find the flights page."), ("worker", "Did: Compare the prices."),
+        ("synthesise", "Final report."),
+    ]  # fmt: skip

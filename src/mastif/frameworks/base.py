@@ -144,6 +144,9 @@ class RunContext:
     page_view: Callable[[], Awaitable[str]] | None = None
     #: the job's shared HTTP clients for model calls (None: each client builds its own)
     http: GatewayClients | None = None
+    #: objects a framework builds once per run (its agents, models, tools), reused by every
+    #: node visit of the run (``run_node`` under A2A) and dropped with the run's context
+    built: dict[str, Any] = field(default_factory=dict, repr=False)
     _delegated: set[asyncio.Future[str]] = field(default_factory=set, repr=False)
 
     def llm_base_url(self, node: str) -> str:

@@ -1,51 +1,77 @@
-"""LangChain: LangChain's own tool-calling agent (``langchain.agents.create_agent``) per node.
+"""LangChain: the workflow as an LCEL runnable over LangChain's own agents.
 
-Every workflow node is one LangChain agent, built once per run with
-``create_agent(model, tools, middleware=[...])`` and invoked with ``ainvoke`` per visit; its
-input is the node prompt (``render_prompt``) as the only user message, with no system
-prompt. The nodes are chained in plain Python: the nodes before the loop in a line, the loop
-nodes round after round until a node's ``stop_when`` matches or ``max_steps`` rounds are
-done, then the nodes after the loop. Each node's output is the text of the agent's last
-message; the final answer is the last node's output.
+Two LangChain constructs run the workflow, both built once per run (the agents by
+:meth:`LangChainAdapter.objects`, the runnable by :meth:`LangChainAdapter.build_workflow`):
 
-Nodes without ``use_tools`` get an agent with no tools: ``create_agent`` then compiles to a
-single model call (START → model → END), so the request is the plain chat call, but every
-node still runs through LangChain's agent runtime.
+* **the node chain and the loop are LCEL runnables.** Every workflow node is a runnable
+  ``RunnablePassthrough.assign(reply=prompt | agent | text)`` followed by the bookkeeping
+  step that records the node's output; its input and output are the workflow state (the
+  node outputs so far, the loop's step, whether a ``stop_when`` matched). The nodes before
+  the loop are a ``RunnableSequence``; one round of the loop is the sequence of the loop
+  nodes, each behind a ``RunnableBranch`` that passes the state through once a node's
+  ``stop_when`` matched (the loop ends at once); the loop itself is a ``RunnableLambda``
+  that returns ``round | itself`` while fewer than ``max_steps`` rounds were made and no
+  node stopped it — LCEL's recursion (a lambda that returns a runnable has it invoked),
+  bounded by the config's ``recursion_limit``; then the nodes after the loop. The whole
+  is one ``ainvoke``.
+* **each node's model and tool turns are a LangChain 1.x agent**, ``langchain.agents.
+  create_agent`` (one per workflow node, tools only where the node uses them), whose input
+  is the node prompt (``render_prompt``, as for every framework) as the only user message,
+  with no system prompt. Nodes without tools get an agent with no tools, which compiles to
+  one model call. The node's output is the text of the agent's last message.
 
-Inside a tool-using node the agent runs its own loop (model → ``ToolNode`` → model ...).
-One middleware, :class:`NodeTurns`, gives it the same per-node policy as the LangGraph
-adapter:
+Inside a tool-using node the agent runs its own loop (model → ``ToolNode`` → model ...)
+with one middleware, :class:`NodeTurns` (``awrap_model_call``), for the per-node turn
+policy every adapter has: the first model turn uses the node's ``tool_choice``, later turns
+``"auto"``; after ``max_tool_rounds`` turns that asked for tools the next turn is made
+without tools (``request.override(tools=[])``), so the node ends in text; if the model asks
+for tools anyway the agent is sent to its end (``jump_to: "end"``) and those calls are not
+run. It also records the calls the agent refuses before any tool runs (a name that is not
+offered — answered by the agent's ``ToolNode`` with its own error text — and arguments that
+are not valid JSON). Calls that do run go through ``RunContext.call_tool`` (the shared
+``langchain_tools``), which records them; the two sets are disjoint.
 
-* the first model turn uses the node's ``tool_choice``, later turns ``"auto"``;
-* after ``max_tool_rounds`` turns that asked for tools, the next turn is made without tools
-  (``request.override(tools=[])``), so the node ends in text; if the model asks for tools
-  anyway, the agent is sent to its end (``jump_to: "end"``) and those calls are not run;
-* calls the agent refuses before any tool runs (a name that is not offered — answered by
-  the agent's ``ToolNode`` with its own error text — and arguments that are not valid JSON)
-  are recorded as failed calls. Calls that do run go through ``RunContext.call_tool`` (the
-  shared ``langchain_tools``), which records them; the two sets are disjoint.
+LangChain's prebuilt limits were tried and are not used: ``ModelCallLimitMiddleware`` at
+its limit ends the agent with an injected AI message instead of a last model turn without
+tools (and as a mere backstop beside :class:`NodeTurns`, its ``after_model`` step kept the
+agent from taking the jump to the end after a capped turn: the capped turn's calls ran);
+``ToolCallLimitMiddleware`` counts single tool calls, not rounds.
 
-LangChain's prebuilt limits were considered and not used: ``ModelCallLimitMiddleware`` and
-``ToolCallLimitMiddleware`` count model calls or individual tool calls and, at the limit,
-end with an injected AI/tool message instead of a last model turn without tools.
-
-The model client and tool objects are the LangGraph adapter's (``chat_model``,
-``langchain_tools``), so both frameworks send the same requests for the same conversation.
-What ``create_agent`` does by itself that the LangGraph adapter does not: after a turn with
+The model clients (langchain-openai's ``ChatOpenAI``, one per node for the node's gateway
+URL) and the tool objects are the ones the LangGraph adapter builds (``chat_model``,
+``langchain_tools``); under ``mcp`` the tools come from langchain-mcp-adapters.
+What ``create_agent`` sends that the LangGraph adapter does not: after a turn with
 malformed tool-call JSON *and* valid calls, it answers the malformed call with its own
 ``ToolMessage`` ("... could not be executed - arguments were malformed or truncated.")
-before the next model turn.
+before the next model turn. Otherwise, for the same conversation, the requests are the
+same (no system prompt, one request per model turn).
+
+For an orchestrator (``a2a``, the hierarchical shape) :meth:`LangChainAdapter.run_node`
+invokes the node's agent with the given prompt; the agents and tools are built once per run
+and reused by every visit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import reduce
 from typing import Any
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    ModelRequest,
+    ModelResponse,
+)
 from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import (
+    Runnable,
+    RunnableBranch,
+    RunnableLambda,
+    RunnablePassthrough,
+)
 from langchain_core.tools import BaseTool
 from langgraph.types import Command
 
@@ -57,7 +83,7 @@ from mastif.frameworks.langgraph import (
     record_refused_calls,
 )
 from mastif.trace import NodeOutput
-from mastif.workflow import PlannedNode, drive_workflow, render_prompt
+from mastif.workflow import PlannedNode, WorkflowPlan, render_prompt
 
 
 def _last_ai(messages: list[Any]) -> AIMessage | None:
@@ -101,6 +127,20 @@ class NodeTurns(AgentMiddleware):
         return response
 
 
+@dataclass
+class RunObjects:
+    """What a run builds once: its tools and one agent per workflow node."""
+
+    tools: list[BaseTool]
+    agents: dict[str, Any]
+
+
+def reply_text(result: dict[str, Any]) -> str:
+    """A node's output: the text of the agent's last AI message."""
+    reply = _last_ai(result["messages"])
+    return message_text(reply) if reply is not None else ""
+
+
 class LangChainAdapter:
     name = "langchain"
     #: the distributions a run uses (mastif.provenance): create_agent builds a LangGraph graph
@@ -109,53 +149,113 @@ class LangChainAdapter:
     #: no private member of LangChain or LangGraph is overridden or called
     private_members = ()
 
-    def build_agent(
-        self,
-        ctx: RunContext,
-        node: PlannedNode,
-        tools: list[BaseTool],
-    ) -> Any:
+    def build_agent(self, ctx: RunContext, node: PlannedNode, tools: list[BaseTool]) -> Any:
         """LangChain's agent for one workflow node (tools only where the node uses them)."""
         model = chat_model(ctx, node.name)
         if node.spec.use_tools and tools:
             return create_agent(model, tools, middleware=[NodeTurns(ctx, node)])
         return create_agent(model, [])
 
-    async def invoke(self, ctx: RunContext, agent: Any, node: PlannedNode, step: int,
-                     prompt: str) -> str:  # fmt: skip
-        """One node visit: the prompt as the only message, the last AI message's text back."""
-        ctx.at(node.name, step)
-        # model, tools, model, ...: 2 graph steps per tool round plus the last model turn
-        recursion_limit = 2 * ctx.generation.max_tool_rounds + 3
-        result = await agent.ainvoke(
-            {"messages": [HumanMessage(prompt)]}, config={"recursion_limit": recursion_limit}
-        )
-        reply = _last_ai(result["messages"])
-        return message_text(reply) if reply is not None else ""
+    async def objects(self, ctx: RunContext) -> RunObjects:
+        """The run's tools and agents, built on its first use and kept with its context."""
+        built = ctx.built.get(self.name)
+        if built is None:
+            tools = await load_tools(ctx)
+            agents = {n.name: self.build_agent(ctx, n, tools) for n in ctx.plan.nodes}
+            built = ctx.built[self.name] = RunObjects(tools, agents)
+        assert isinstance(built, RunObjects)
+        return built
+
+    def recursion_limit(self, ctx: RunContext) -> int:
+        """LCEL's and the agents' bound (one config for both): one level per loop round, and
+        per agent visit two graph steps per tool round (model, tools) and the last model
+        turn, with room to spare; the real bounds are the plan's and :class:`NodeTurns`'."""
+        return ctx.plan.max_steps + 2 * ctx.generation.max_tool_rounds + 1 + 10
+
+    def build_workflow(self, ctx: RunContext, objects: RunObjects) -> Runnable:
+        """The plan as one LCEL runnable from the initial state to the final state."""
+        plan: WorkflowPlan = ctx.plan
+        tools = objects.tools
+
+        def node_runnable(node: PlannedNode) -> Runnable:
+            names = [t.name for t in tools] if node.spec.use_tools and tools else []
+
+            async def prompt(state: dict[str, Any]) -> dict[str, Any]:
+                step = state["step"] if node.spec.loop else 1
+                ctx.at(node.name, step)
+                text = render_prompt(
+                    node, ctx.task, state["outputs"], step, plan.max_steps, names,
+                    prompt_format=plan.prompt_format, tool_calls=ctx.recorder.tool_calls,
+                    page=await ctx.page_for(node),
+                )  # fmt: skip
+                return {"messages": [HumanMessage(text)]}
+
+            async def text(result: dict[str, Any]) -> str:
+                return reply_text(result)
+
+            async def record(state: dict[str, Any]) -> dict[str, Any]:
+                step = state["step"] if node.spec.loop else 1
+                reply = state["reply"]
+                out = ctx.recorder.node_output(node.name, step, node.spec.output_key, reply)
+                return {
+                    "outputs": [*state["outputs"], out],
+                    "step": state["step"],
+                    "done": state["done"] or node.stops_loop(reply),
+                }
+
+            agent = objects.agents[node.name]
+            visit = RunnableLambda(prompt, name="prompt") | agent | RunnableLambda(text)
+            return (
+                RunnablePassthrough.assign(reply=visit) | RunnableLambda(record, name="record")
+            ).with_config(run_name=node.name)
+
+        def chain(steps: list[Runnable]) -> Runnable:
+            return reduce(lambda a, b: a | b, steps)
+
+        steps = [node_runnable(n) for n in plan.before]
+        if plan.loop:
+
+            async def stopped(state: dict[str, Any]) -> bool:
+                return state["done"]
+
+            async def next_round(state: dict[str, Any]) -> dict[str, Any]:
+                return {**state, "step": state["step"] + 1}
+
+            # a stop_when match skips the rest of the round (and ends the loop below)
+            guarded = [
+                RunnableBranch((RunnableLambda(stopped), RunnablePassthrough()), node_runnable(n))
+                for n in plan.loop
+            ]
+            one_round = chain([*guarded, RunnableLambda(next_round)]).with_config(run_name="round")
+
+            async def loop_fn(state: dict[str, Any]) -> Any:
+                if state["done"] or state["step"] > plan.max_steps:
+                    return state
+                return one_round | loop  # LCEL invokes a returned runnable: the next round
+
+            loop = RunnableLambda(loop_fn, name="loop")
+            steps.append(loop)
+        steps += [node_runnable(n) for n in plan.after]
+        if not steps:
+            raise ValueError("workflow has no nodes")
+        return chain(steps).with_config(run_name="mastif-workflow")
 
     async def run(self, ctx: RunContext) -> str:
-        plan = ctx.plan
-        if not plan.nodes:
-            raise ValueError("workflow has no nodes")
-        tools = await load_tools(ctx)
-        agents = {n.name: self.build_agent(ctx, n, tools) for n in plan.nodes}
-        outputs: list[NodeOutput] = []
-
-        async def visit(node: PlannedNode, step: int) -> str:
-            use_tools = node.spec.use_tools and bool(tools)
-            prompt = render_prompt(
-                node, ctx.task, outputs, step, plan.max_steps,
-                [t.name for t in tools] if use_tools else [], prompt_format=plan.prompt_format,
-                tool_calls=ctx.recorder.tool_calls, page=await ctx.page_for(node),
-            )  # fmt: skip
-            text = await self.invoke(ctx, agents[node.name], node, step, prompt)
-            outputs.append(ctx.recorder.node_output(node.name, step, node.spec.output_key, text))
-            return text
-
-        await drive_workflow(plan, visit)
+        objects = await self.objects(ctx)
+        workflow = self.build_workflow(ctx, objects)
+        final = await workflow.ainvoke(
+            {"outputs": [], "step": 1, "done": False},
+            config={"recursion_limit": self.recursion_limit(ctx)},
+        )
+        outputs: list[NodeOutput] = final["outputs"]
         return outputs[-1].text if outputs else ""
 
     async def run_node(self, ctx: RunContext, node: PlannedNode, step: int, prompt: str) -> str:
         """One visit of ``node`` with the given prompt (for orchestrators), by its own agent."""
-        tools = await load_tools(ctx) if node.spec.use_tools else []
-        return await self.invoke(ctx, self.build_agent(ctx, node, tools), node, step, prompt)
+        objects = await self.objects(ctx)
+        ctx.at(node.name, step)
+        result = await objects.agents[node.name].ainvoke(
+            {"messages": [HumanMessage(prompt)]},
+            config={"recursion_limit": self.recursion_limit(ctx)},
+        )
+        return reply_text(result)
