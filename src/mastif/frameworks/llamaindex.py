@@ -1,0 +1,341 @@
+"""LlamaIndex: the linear workflow as a LlamaIndex ``Workflow`` (llama-index-workflows).
+
+Mapping. One :class:`LinearWorkflow` per run: a ``llama_index.core.workflow.Workflow`` whose
+``@step`` s pass typed events — ``StartEvent`` → ``BeforeVisit`` (the nodes before the loop,
+in a line) → ``LoopVisit`` (the loop nodes; the last one emits ``LoopVisit`` back to the first
+for the next round, or leaves the loop after ``max_steps`` rounds, and a ``stop_when`` match
+leaves it at once) → ``AfterVisit`` (the nodes after the loop) → ``StopEvent`` with the last
+node output. LlamaIndex's workflow runtime routes the events and runs the steps; mastif's
+``drive_workflow`` is not used. No workflow timeout (``timeout=None``): the runner bounds and
+cancels the run, and a cancelled run cancels the workflow's run (``handler.cancel_run``).
+
+A node visit is LlamaIndex's tool-calling loop on its LLM interface: ``achat_with_tools``
+with the node's ``tool_choice`` on the first turn (``auto`` later), the calls taken from the
+reply with the LLM's ``get_tool_calls_from_response``, each tool run with LlamaIndex's
+``acall_tool`` and answered with a ``tool`` message, for at most ``max_tool_rounds`` rounds;
+then one more ``achat`` without tools so the node ends in text. LlamaIndex's
+``FunctionAgent`` is not used for it: it bounds a run only by ``max_iterations``, which
+raises when reached instead of asking once more without tools, and it keeps a token-counted
+memory (tiktoken) the visit does not need.
+
+The model is ``OpenAILike`` (``is_chat_model``, ``is_function_calling_model``), one per
+workflow node at ``ctx.llm_base_url(node)`` with ``api_key=ctx.gateway_token``, no retries
+(``max_retries=0``: LlamaIndex's retry decorator is then skipped), no streaming, the job's
+shared HTTP clients, an empty callback manager of its own (nothing from the global
+``Settings``). The workflow, LLMs and tools are built once per run; ``run_node`` (A2A agents,
+the hierarchical shape) reuses a run's LLMs and tools across its visits.
+
+Tools are LlamaIndex ``FunctionTool`` s. Under ``mcp`` they come from llama-index-tools-mcp
+(``McpToolSpec(BasicMCPClient(ctx.mcp_url, http_client=ctx.mcp_http()))``): each call opens
+an MCP session on the run's timed HTTP client and the server records it. Otherwise each
+calls ``ctx.call_tool``; their parameter models are built from the tools' JSON schemas with
+the MCP tool spec's own converter, so both protocols offer the same tool definitions
+(LlamaIndex's: pydantic's schema, ``additionalProperties: false``, ``strict: false``).
+
+Refusals. A call to a tool that is not offered is answered with LlamaIndex's agents' text
+("Tool X not found. Please select a tool that is available.") and recorded as failed.
+LlamaIndex would repair arguments that are not valid JSON (``parse_partial_json``) and run
+the tool on the repair; here such a call is refused (recorded as failed, answered
+"Encountered error: ..."), as in every other framework.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.tools import FunctionTool, ToolMetadata
+from llama_index.core.tools.calling import acall_tool
+from llama_index.core.workflow import Event, StartEvent, StopEvent, Workflow, step
+from llama_index.llms.openai_like import OpenAILike
+from llama_index.tools.mcp import BasicMCPClient, McpToolSpec
+
+from mastif.frameworks.base import RunContext
+from mastif.trace import NodeOutput
+from mastif.workflow import PlannedNode, render_prompt
+
+#: how many runs' LLMs and tools one adapter (one stack job) keeps for ``run_node``
+RUN_CACHE = 64
+
+
+def unknown_tool_text(name: str) -> str:
+    """What LlamaIndex's agents answer for a tool that is not offered (AgentWorkflow)."""
+    return f"Tool {name} not found. Please select a tool that is available."
+
+
+def gateway_llm(ctx: RunContext, node: str) -> OpenAILike:
+    g = ctx.generation
+    extra: dict[str, Any] = {} if g.seed is None else {"seed": g.seed}
+    return OpenAILike(
+        model=ctx.model_name,
+        api_base=ctx.llm_base_url(node),
+        api_key=ctx.gateway_token,  # the gateway holds the real key, if any
+        is_chat_model=True,
+        is_function_calling_model=True,
+        temperature=g.temperature,
+        max_tokens=g.max_tokens,
+        additional_kwargs=extra,
+        timeout=g.client_timeout_s,  # the gateway bounds the call
+        max_retries=0,  # the gateway retries; a second layer would hide calls
+        http_client=ctx.http.sync if ctx.http else None,
+        async_http_client=ctx.http.async_ if ctx.http else None,
+        callback_manager=CallbackManager([]),  # not the global Settings'
+    )
+
+
+def local_tools(ctx: RunContext) -> list[FunctionTool]:
+    """The protocol's tools as FunctionTools; each call goes through ``ctx.call_tool``,
+    recorded at the visit in progress."""
+    converter = McpToolSpec(client=None)  # type: ignore[arg-type]  # its schema converter only
+
+    def make(spec: Any) -> FunctionTool:
+        async def call(**arguments: Any) -> str:
+            result = await ctx.call_tool(ctx.node, ctx.step, spec.name, arguments)
+            # a failure reads as the tool's error text, as an MCP server's isError result does
+            return result.output if result.ok else (result.error or "")
+
+        schema = converter.create_model_from_json_schema(
+            spec.parameters, model_name=f"{spec.name}_Schema"
+        )
+        meta = ToolMetadata(name=spec.name, description=spec.description, fn_schema=schema)
+        return FunctionTool.from_defaults(async_fn=call, tool_metadata=meta)
+
+    return [make(s) for s in ctx.tools.tool_specs()]
+
+
+async def load_tools(ctx: RunContext) -> list[FunctionTool]:
+    """In-process tools, or under ``mcp`` llama-index-tools-mcp's from the MCP server."""
+    if ctx.mcp_url is None:
+        return local_tools(ctx)
+    http = ctx.mcp_http() if ctx.mcp_http is not None else None  # timed (protocol seconds)
+    client = BasicMCPClient(ctx.mcp_url, timeout=int(ctx.generation.timeout_s), http_client=http)
+    return await McpToolSpec(client=client).to_tool_list_async()
+
+
+@dataclass
+class RunObjects:
+    """What a run is given once: one LLM per node, the tools."""
+
+    ctx: RunContext
+    llms: dict[str, OpenAILike]
+    tools: list[FunctionTool]
+    by_name: dict[str, FunctionTool] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.by_name = {t.metadata.get_name(): t for t in self.tools}
+
+    @classmethod
+    async def build(cls, ctx: RunContext, nodes: tuple[PlannedNode, ...]) -> RunObjects:
+        tools = await load_tools(ctx) if any(n.spec.use_tools for n in nodes) else []
+        return cls(ctx, {n.name: gateway_llm(ctx, n.name) for n in nodes}, tools)
+
+    async def visit(self, node: PlannedNode, step: int, prompt: str) -> str:
+        """One node visit: LlamaIndex's tool-calling loop, ending in text."""
+        ctx, gen = self.ctx, self.ctx.generation
+        ctx.at(node.name, step)
+        llm = self.llms[node.name]
+        tools = self.tools if node.spec.use_tools else []
+        messages = [ChatMessage(role=MessageRole.USER, content=prompt)]
+        rounds = 0
+        while True:
+            offer = bool(tools) and rounds < gen.max_tool_rounds
+            if offer:
+                # tool_choice applies to the node's first turn; later turns may answer in text
+                choice = node.spec.tool_choice if rounds == 0 else "auto"
+                response = await llm.achat_with_tools(
+                    tools, chat_history=messages, allow_parallel_tool_calls=True,
+                    tool_choice=choice,
+                )  # fmt: skip
+            else:
+                response = await llm.achat(messages)
+            messages.append(response.message)
+            calls = (
+                llm.get_tool_calls_from_response(response, error_on_no_tool_call=False)
+                if offer
+                else []
+            )
+            if not calls:
+                return response.message.content or ""
+            rounds += 1
+            raw = [b.tool_kwargs for b in response.message.blocks if isinstance(b, ToolCallBlock)]
+            for i, call in enumerate(calls):  # one at a time, in the model's order
+                text = await self.run_call(node, step, call, raw[i] if i < len(raw) else None)
+                messages.append(
+                    ChatMessage(
+                        role=MessageRole.TOOL, content=text,
+                        additional_kwargs={"tool_call_id": call.tool_id},
+                    )
+                )  # fmt: skip
+
+    async def run_call(self, node: PlannedNode, step: int, call: Any, raw: Any) -> str:
+        """Run one tool call of the model's; return the tool message's text."""
+        ctx, name = self.ctx, call.tool_name
+        tool = self.by_name.get(name)
+        if tool is None:
+            offered = sorted(self.by_name)
+            ctx.record_failed_tool_call(
+                node.name, step, name, raw if raw is not None else call.tool_kwargs,
+                f"unknown tool {name!r}; offered: {offered}",
+            )  # fmt: skip
+            return unknown_tool_text(name)
+        arguments: Any = call.tool_kwargs
+        if isinstance(raw, str):
+            try:
+                arguments = json.loads(raw) if raw.strip() else {}
+            except json.JSONDecodeError:
+                error = f"arguments are not valid JSON: {raw!r}"[:500]
+                ctx.record_failed_tool_call(node.name, step, name, raw, error)
+                return f"Encountered error: {error}"
+        if not isinstance(arguments, dict):
+            error = f"arguments are not a JSON object: {raw!r}"[:500]
+            ctx.record_failed_tool_call(node.name, step, name, raw, error)
+            return f"Encountered error: {error}"
+        output = await acall_tool(tool, arguments)
+        return output.content
+
+
+# --------------------------------------------------------------------------- the workflow
+
+
+class BeforeVisit(Event):
+    """Visit the ``index``-th node before the loop."""
+
+    index: int
+
+
+class LoopVisit(Event):
+    """Visit the ``index``-th loop node in round ``round``."""
+
+    index: int
+    round: int
+
+
+class AfterVisit(Event):
+    """Visit the ``index``-th node after the loop."""
+
+    index: int
+
+
+class LinearWorkflow(Workflow):
+    """navigate → observe ⇄ interact → report as LlamaIndex workflow steps."""
+
+    def __init__(self, run: RunObjects) -> None:
+        super().__init__(timeout=None)  # the runner bounds the run
+        self.objects = run
+        self.plan = run.ctx.plan
+        self.outputs: list[NodeOutput] = []
+
+    async def visit(self, node: PlannedNode, step: int) -> str:
+        ctx, plan = self.objects.ctx, self.plan
+        has_tools = node.spec.use_tools and bool(self.objects.tools)
+        prompt = render_prompt(
+            node, ctx.task, self.outputs, step, plan.max_steps,
+            ctx.tool_names() if has_tools else [], prompt_format=plan.prompt_format,
+            tool_calls=ctx.recorder.tool_calls, page=await ctx.page_for(node),
+        )  # fmt: skip
+        text = await self.objects.visit(node, step, prompt)
+        self.outputs.append(ctx.recorder.node_output(node.name, step, node.spec.output_key, text))
+        return text
+
+    def enter_loop(self) -> LoopVisit | AfterVisit | StopEvent:
+        if self.plan.loop and self.plan.max_steps >= 1:
+            return LoopVisit(index=0, round=1)
+        return self.enter_after()
+
+    def enter_after(self) -> AfterVisit | StopEvent:
+        return AfterVisit(index=0) if self.plan.after else self.finish()
+
+    def finish(self) -> StopEvent:
+        return StopEvent(result=self.outputs[-1].text if self.outputs else "")
+
+    @step
+    async def start(self, ev: StartEvent) -> BeforeVisit | LoopVisit | AfterVisit | StopEvent:
+        return BeforeVisit(index=0) if self.plan.before else self.enter_loop()
+
+    @step
+    async def before(self, ev: BeforeVisit) -> BeforeVisit | LoopVisit | AfterVisit | StopEvent:
+        await self.visit(self.plan.before[ev.index], 1)
+        if ev.index + 1 < len(self.plan.before):
+            return BeforeVisit(index=ev.index + 1)
+        return self.enter_loop()
+
+    @step
+    async def loop(self, ev: LoopVisit) -> LoopVisit | AfterVisit | StopEvent:
+        node = self.plan.loop[ev.index]
+        if node.stops_loop(await self.visit(node, ev.round)):
+            return self.enter_after()  # a stop_when match ends the loop at once
+        if ev.index + 1 < len(self.plan.loop):
+            return LoopVisit(index=ev.index + 1, round=ev.round)
+        if ev.round < self.plan.max_steps:
+            return LoopVisit(index=0, round=ev.round + 1)  # the loop event back
+        return self.enter_after()
+
+    @step
+    async def after(self, ev: AfterVisit) -> AfterVisit | StopEvent:
+        await self.visit(self.plan.after[ev.index], 1)
+        if ev.index + 1 < len(self.plan.after):
+            return AfterVisit(index=ev.index + 1)
+        return self.finish()
+
+
+# --------------------------------------------------------------------------- the adapter
+
+
+class LlamaIndexAdapter:
+    name = "llamaindex"
+    #: the distributions a run uses (mastif.provenance); under mcp also ``mcp_packages``
+    packages = (
+        "llama-index-core",
+        "llama-index-workflows",
+        "llama-index-llms-openai-like",
+        "llama-index-llms-openai",
+        "openai",
+    )
+    mcp_packages = ("llama-index-tools-mcp", "mcp")
+    #: no private member of LlamaIndex is overridden or called
+    private_members = ()
+
+    def __init__(self) -> None:
+        #: run_id -> the run's LLMs and tools, for its run_node visits (A2A, hierarchical)
+        self._runs: OrderedDict[str, RunObjects] = OrderedDict()
+        self._building: dict[str, asyncio.Future[RunObjects]] = {}
+
+    async def run(self, ctx: RunContext) -> str:
+        workflow = LinearWorkflow(await RunObjects.build(ctx, ctx.plan.nodes))
+        handler = workflow.run()
+        try:
+            result = await asyncio.shield(handler)
+        except asyncio.CancelledError:
+            await handler.cancel_run()  # stop the workflow's steps with the run
+            raise
+        return str(result)
+
+    async def run_node(self, ctx: RunContext, node: PlannedNode, step: int, prompt: str) -> str:
+        """One visit of ``node`` with the given prompt (for orchestrators), on the run's LLMs
+        and tools."""
+        objects = await self._objects(ctx)
+        return await objects.visit(node, step, prompt)
+
+    async def _objects(self, ctx: RunContext) -> RunObjects:
+        cached = self._runs.get(ctx.run_id)
+        if cached is not None and cached.ctx is ctx:
+            self._runs.move_to_end(ctx.run_id)
+            return cached
+        pending = self._building.get(ctx.run_id)
+        if pending is None:
+            pending = asyncio.ensure_future(RunObjects.build(ctx, ctx.plan.nodes))
+            self._building[ctx.run_id] = pending
+            try:
+                objects = await pending
+            finally:
+                self._building.pop(ctx.run_id, None)
+            self._runs[ctx.run_id] = objects
+            while len(self._runs) > RUN_CACHE:
+                self._runs.popitem(last=False)
+            return objects
+        return await asyncio.shield(pending)
