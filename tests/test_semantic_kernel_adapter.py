@@ -117,3 +117,69 @@ def test_no_tool_rounds_means_no_tools_offered(tmp_path, sk_config):
     assert trace.status == "ok", trace.error_message
     assert all("tools" not in r for r in srv.requests)
     assert len(srv.requests) == 4
+
+
+def test_the_workflow_is_an_sk_process_on_one_kernel(tmp_path, sk_config, monkeypatch):
+    """SK's process runtime drives the nodes and the loop (not mastif's drive_workflow), on
+    one kernel with one chat service per node for the whole run."""
+    import mastif.workflow
+    from mastif.frameworks import semantic_kernel as sk_adapter
+    from semantic_kernel.processes.local_runtime.local_kernel_process_context import (
+        LocalKernelProcessContext,
+    )
+    from semantic_kernel.processes.local_runtime.local_step import LocalStep
+
+    def no_drive_workflow(*args, **kwargs):
+        raise AssertionError("drive_workflow must not chain the nodes")
+
+    monkeypatch.setattr(mastif.workflow, "drive_workflow", no_drive_workflow)
+    monkeypatch.setattr(sk_adapter, "drive_workflow", no_drive_workflow, raising=False)
+
+    started, invoked, kernels, services = [], [], [], []
+    start_with_event = LocalKernelProcessContext.start_with_event
+    invoke_function = LocalStep.invoke_function
+    ask = sk_adapter.SemanticKernelAdapter.ask
+    chat_service = sk_adapter.chat_service
+
+    async def spy_start(self, initial_event):
+        started.append(initial_event.id)
+        return await start_with_event(self, initial_event)
+
+    async def spy_invoke(self, function, kernel, arguments):
+        invoked.append((self.name, arguments["step"]))
+        return await invoke_function(self, function, kernel, arguments)
+
+    async def spy_ask(self, ctx, kernel, node, step, prompt):
+        kernels.append(kernel)
+        return await ask(self, ctx, kernel, node, step, prompt)
+
+    def spy_chat_service(ctx, node, client):
+        services.append(node)
+        return chat_service(ctx, node, client)
+
+    monkeypatch.setattr(LocalKernelProcessContext, "start_with_event", spy_start)
+    monkeypatch.setattr(LocalStep, "invoke_function", spy_invoke)
+    monkeypatch.setattr(sk_adapter.SemanticKernelAdapter, "ask", spy_ask)
+    monkeypatch.setattr(sk_adapter, "chat_service", spy_chat_service)
+
+    def respond(payload):
+        if "observation round 3" in last_user_text(payload):
+            return {"content": "All done.\nTASK COMPLETE"}
+        return {"content": "CONTINUE"}
+
+    with ScriptedChatServer(respond) as srv:
+        (trace,) = run_stack(sk_config(srv.base_url, max_steps=4), tmp_path)
+    assert trace.status == "ok", trace.error_message
+    expected = [
+        ("navigate", 1),
+        ("observe", 1), ("interact", 1),
+        ("observe", 2), ("interact", 2),
+        ("observe", 3),  # TASK COMPLETE: the loop ends at once
+        ("report", 1),
+    ]  # fmt: skip
+    assert [(n.node, n.step) for n in trace.node_outputs] == expected
+    assert invoked == expected  # each visit was a process step SK's runtime invoked
+    assert started == ["start"]  # one process run
+    assert len(kernels) == len(expected) and len({id(k) for k in kernels}) == 1
+    assert services == ["navigate", "observe", "interact", "report"]  # built once
+    assert trace.final_answer == "CONTINUE"
