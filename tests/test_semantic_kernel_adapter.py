@@ -10,7 +10,13 @@ import uuid
 from pathlib import Path
 
 import pytest
+from semantic_kernel.processes.local_runtime.local_kernel_process_context import (
+    LocalKernelProcessContext,
+)
+from semantic_kernel.processes.local_runtime.local_step import LocalStep
 
+import mastif.workflow
+from mastif.frameworks import semantic_kernel as sk_adapter
 from mastif.tools import get_tools
 from tests.fakes import ScriptedChatServer, last_user_text
 from tests.stackrun import run_stack
@@ -122,12 +128,6 @@ def test_no_tool_rounds_means_no_tools_offered(tmp_path, sk_config):
 def test_the_workflow_is_an_sk_process_on_one_kernel(tmp_path, sk_config, monkeypatch):
     """SK's process runtime drives the nodes and the loop (not mastif's drive_workflow), on
     one kernel with one chat service per node for the whole run."""
-    import mastif.workflow
-    from mastif.frameworks import semantic_kernel as sk_adapter
-    from semantic_kernel.processes.local_runtime.local_kernel_process_context import (
-        LocalKernelProcessContext,
-    )
-    from semantic_kernel.processes.local_runtime.local_step import LocalStep
 
     def no_drive_workflow(*args, **kwargs):
         raise AssertionError("drive_workflow must not chain the nodes")

@@ -11,9 +11,19 @@ prompt and one ``get_chat_message_content`` call. A node that uses tools runs it
 max_tool_rounds``: SK's own auto-invoke loop then asks the model, runs the requested kernel
 functions, appends their results to the history and asks again, and after the last round
 makes one more request without tools so the node ends in text. Other nodes get no function
-calling. The nodes before the loop run in a line, the loop nodes alternate for up to
-``max_steps`` rounds (a ``stop_when`` match ends the loop at once), then the rest; the final
-answer is the last node output.
+calling.
+
+Orchestration. The workflow is an SK process (the Process Framework, experimental in SK
+1.45): ``ProcessBuilder`` with one step per workflow node (``NodeStep``, its kernel function
+``visit(context, step)`` is one node visit), run once per run by SK's local runtime
+(``start``). Each step emits an event its edges route: DONE to the next node, CONTINUE to the
+next loop node (the last one's to the first, with the next round's step), STOP out of the
+loop (a ``stop_when`` match, or the last round done) — the rules of
+``mastif.workflow.drive_workflow``; the final answer is the last node output. The kernel,
+its chat services and clients and the process are built once per run; the process runs on a
+kernel of its own (SK's runtime adds each step to its kernel as a plugin, which automatic
+function calling would offer the model as tools). The history every prompt shows is the
+run's (``WorkflowRun``), not the process's.
 
 Tools on the wire are the same as in the other frameworks. By itself SK would offer a
 function as ``<plugin>-<name>`` with a parameters object it rebuilds from the parameter
@@ -313,7 +323,9 @@ class WorkflowRun:
         await context.emit_event(event, data=next_step)
 
 
-def next_event(plan: WorkflowPlan, node: PlannedNode, step: int, text: str) -> tuple[NodeEvents, int]:
+def next_event(
+    plan: WorkflowPlan, node: PlannedNode, step: int, text: str
+) -> tuple[NodeEvents, int]:
     """The event a node emits after a visit, and the step of the visit it starts.
 
     The rules of :func:`mastif.workflow.drive_workflow`: a ``stop_when`` match ends the loop
