@@ -5,13 +5,23 @@ Scripted model (tests.fakes.ScriptedChatServer) behind the real gateway, SK runt
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from pathlib import Path
 
 import pytest
+from semantic_kernel import Kernel
+from semantic_kernel.processes.local_runtime.local_kernel_process_context import (
+    LocalKernelProcessContext,
+)
+from semantic_kernel.processes.local_runtime.local_step import LocalStep
 
+import mastif.workflow
+from mastif.config import NodeSpec
+from mastif.frameworks import semantic_kernel as sk_adapter
 from mastif.tools import get_tools
+from mastif.workflow import PlannedNode, WorkflowPlan, drive_workflow
 from tests.fakes import ScriptedChatServer, last_user_text
 from tests.stackrun import run_stack
 
@@ -117,3 +127,129 @@ def test_no_tool_rounds_means_no_tools_offered(tmp_path, sk_config):
     assert trace.status == "ok", trace.error_message
     assert all("tools" not in r for r in srv.requests)
     assert len(srv.requests) == 4
+
+
+def test_the_workflow_is_an_sk_process_on_one_kernel(tmp_path, sk_config, monkeypatch):
+    """SK's process runtime drives the nodes and the loop (not mastif's drive_workflow), on
+    one kernel with one chat service per node for the whole run."""
+
+    def no_drive_workflow(*args, **kwargs):
+        raise AssertionError("drive_workflow must not chain the nodes")
+
+    monkeypatch.setattr(mastif.workflow, "drive_workflow", no_drive_workflow)
+    monkeypatch.setattr(sk_adapter, "drive_workflow", no_drive_workflow, raising=False)
+
+    started, invoked, kernels, services = [], [], [], []
+    start_with_event = LocalKernelProcessContext.start_with_event
+    invoke_function = LocalStep.invoke_function
+    ask = sk_adapter.SemanticKernelAdapter.ask
+    chat_service = sk_adapter.chat_service
+
+    async def spy_start(self, initial_event):
+        started.append(initial_event.id)
+        return await start_with_event(self, initial_event)
+
+    async def spy_invoke(self, function, kernel, arguments):
+        invoked.append((self.name, arguments["step"]))
+        return await invoke_function(self, function, kernel, arguments)
+
+    async def spy_ask(self, ctx, kernel, node, step, prompt):
+        kernels.append(kernel)
+        return await ask(self, ctx, kernel, node, step, prompt)
+
+    def spy_chat_service(ctx, node, client):
+        services.append(node)
+        return chat_service(ctx, node, client)
+
+    monkeypatch.setattr(LocalKernelProcessContext, "start_with_event", spy_start)
+    monkeypatch.setattr(LocalStep, "invoke_function", spy_invoke)
+    monkeypatch.setattr(sk_adapter.SemanticKernelAdapter, "ask", spy_ask)
+    monkeypatch.setattr(sk_adapter, "chat_service", spy_chat_service)
+
+    def respond(payload):
+        if "observation round 3" in last_user_text(payload):
+            return {"content": "All done.\nTASK COMPLETE"}
+        return {"content": "CONTINUE"}
+
+    with ScriptedChatServer(respond) as srv:
+        (trace,) = run_stack(sk_config(srv.base_url, max_steps=4), tmp_path)
+    assert trace.status == "ok", trace.error_message
+    expected = [
+        ("navigate", 1),
+        ("observe", 1), ("interact", 1),
+        ("observe", 2), ("interact", 2),
+        ("observe", 3),  # TASK COMPLETE: the loop ends at once
+        ("report", 1),
+    ]  # fmt: skip
+    assert [(n.node, n.step) for n in trace.node_outputs] == expected
+    assert invoked == expected  # each visit was a process step SK's runtime invoked
+    assert started == ["start"]  # one process run
+    assert len(kernels) == len(expected) and len({id(k) for k in kernels}) == 1
+    assert services == ["navigate", "observe", "interact", "report"]  # built once
+    assert trace.final_answer == "CONTINUE"
+
+
+class ScriptedRun(sk_adapter.WorkflowRun):
+    """A run whose node visits only answer from a script and emit their event."""
+
+    def __init__(self, plan, answer):
+        self.process_kernel, self.plan, self.answer = Kernel(), plan, answer
+        self.nodes = {n.name: n for n in plan.nodes}
+        self.visits, self.error = [], None
+
+    async def visit(self, name, step, context):
+        self.visits.append((name, step))
+        text = self.answer(name, step)
+        event, next_step = sk_adapter.next_event(self.plan, self.nodes[name], step, text)
+        await context.emit_event(event, data=next_step)
+
+
+def planned(name, loop=False, stop_when=None):
+    spec = NodeSpec(name=name, prompt="p.md", output_key=name, loop=loop, use_tools=False,
+                    tool_choice="auto", stop_when=stop_when)  # fmt: skip
+    return PlannedNode(spec, "{task}", "0" * 64)
+
+
+@pytest.mark.parametrize(
+    ("before", "loop", "after", "stop_at", "expected"),
+    [
+        # loop only, ended by max_steps
+        ((), ("a", "b"), (), None, [("a", 1), ("b", 1), ("a", 2), ("b", 2), ("a", 3), ("b", 3)]),
+        # stop_when on the loop's last node, no node after the loop
+        (("n",), ("a", "b"), (), ("b", 2), [("n", 1), ("a", 1), ("b", 1), ("a", 2), ("b", 2)]),
+        # a one-node loop between two lines
+        (("n", "m"), ("a",), ("r", "s"), ("a", 2),
+         [("n", 1), ("m", 1), ("a", 1), ("a", 2), ("r", 1), ("s", 1)]),
+        # no loop at all
+        (("n", "m"), (), (), None, [("n", 1), ("m", 1)]),
+    ],
+)  # fmt: skip
+def test_process_routes_like_drive_workflow(before, loop, after, stop_at, expected):
+    plan = WorkflowPlan(
+        tuple(planned(n) for n in before),
+        tuple(planned(n, loop=True, stop_when="DONE") for n in loop),
+        tuple(planned(n) for n in after),
+        max_steps=3,
+    )
+
+    def answer(name, step):
+        return "DONE" if (name, step) == stop_at else "CONTINUE"
+
+    async def with_drive_workflow():
+        seen = []
+
+        async def visit(node, step):
+            seen.append((node.name, step))
+            return answer(node.name, step)
+
+        await drive_workflow(plan, visit)
+        return seen
+
+    async def with_process():
+        run = ScriptedRun(plan, answer)
+        process = sk_adapter.workflow_process(plan, run)
+        await sk_adapter.start(process, run.process_kernel, sk_adapter.NodeEvents.START, data=1)
+        return run.visits
+
+    assert asyncio.run(with_drive_workflow()) == expected
+    assert asyncio.run(with_process()) == expected

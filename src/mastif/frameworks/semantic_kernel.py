@@ -11,9 +11,19 @@ prompt and one ``get_chat_message_content`` call. A node that uses tools runs it
 max_tool_rounds``: SK's own auto-invoke loop then asks the model, runs the requested kernel
 functions, appends their results to the history and asks again, and after the last round
 makes one more request without tools so the node ends in text. Other nodes get no function
-calling. The nodes before the loop run in a line, the loop nodes alternate for up to
-``max_steps`` rounds (a ``stop_when`` match ends the loop at once), then the rest; the final
-answer is the last node output.
+calling.
+
+Orchestration. The workflow is an SK process (the Process Framework, experimental in SK
+1.45): ``ProcessBuilder`` with one step per workflow node (``NodeStep``, its kernel function
+``visit(context, step)`` is one node visit), run once per run by SK's local runtime
+(``start``). Each step emits an event its edges route: DONE to the next node, CONTINUE to the
+next loop node (the last one's to the first, with the next round's step), STOP out of the
+loop (a ``stop_when`` match, or the last round done) — the rules of
+``mastif.workflow.drive_workflow``; the final answer is the last node output. The kernel,
+its chat services and clients and the process are built once per run; the process runs on a
+kernel of its own (SK's runtime adds each step to its kernel as a plugin, which automatic
+function calling would offer the model as tools). The history every prompt shows is the
+run's (``WorkflowRun``), not the process's.
 
 Tools on the wire are the same as in the other frameworks. By itself SK would offer a
 function as ``<plugin>-<name>`` with a parameters object it rebuilds from the parameter
@@ -44,6 +54,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
+from enum import Enum
+from itertools import pairwise
 from typing import Any
 
 import httpx
@@ -68,11 +80,19 @@ from semantic_kernel.functions import (
     kernel_function,
 )
 from semantic_kernel.functions.kernel_plugin import KernelPlugin
+from semantic_kernel.processes import ProcessBuilder
+from semantic_kernel.processes.kernel_process import (
+    KernelProcess,
+    KernelProcessStep,
+    KernelProcessStepContext,
+    KernelProcessStepState,
+)
+from semantic_kernel.processes.local_runtime.local_kernel_process import start
 
 from mastif.frameworks.base import RunContext
 from mastif.provenance import PrivateMember, private_members_of
 from mastif.trace import NodeOutput
-from mastif.workflow import PlannedNode, drive_workflow, render_prompt
+from mastif.workflow import PlannedNode, WorkflowPlan, render_prompt
 
 #: plugin holding the tools; the model never sees it (tools are offered by bare name)
 PLUGIN_NAME = "mastif_tools"
@@ -251,6 +271,127 @@ def tools_plugin(ctx: RunContext) -> KernelPlugin:
     return KernelPlugin(name=PLUGIN_NAME, functions=[make(s) for s in ctx.tools.tool_specs()])
 
 
+# --------------------------------------------------------------------------- the workflow
+
+
+class NodeEvents(Enum):
+    """The events of the workflow process."""
+
+    #: the process's input event: the first node's first visit
+    START = "start"
+    #: a node before or after the loop is done: on to the next node
+    DONE = "done"
+    #: a loop node is done and the loop goes on: the next loop node (the first one, with
+    #: the next round's step, after the last)
+    CONTINUE = "continue"
+    #: a loop node ended the loop (its ``stop_when`` matched, or the last round is done)
+    STOP = "stop"
+
+
+class WorkflowRun:
+    """What the node steps of one run share: the run, its kernel, the node outputs so far.
+
+    ``kernel`` holds the tools and the chat services (one per node); the process runs on
+    ``process_kernel``, because SK's local runtime adds every step to the kernel it runs on
+    as a plugin, and automatic function calling offers a kernel's every function as a tool.
+    """
+
+    def __init__(self, adapter: SemanticKernelAdapter, ctx: RunContext, kernel: RecordingKernel):
+        self.adapter, self.ctx, self.kernel = adapter, ctx, kernel
+        self.process_kernel = Kernel()
+        self.nodes = {n.name: n for n in ctx.plan.nodes}
+        self.outputs: list[NodeOutput] = []
+        #: the exception a node visit raised (SK's runtime keeps only its text)
+        self.error: BaseException | None = None
+
+    async def visit(self, name: str, step: int, context: KernelProcessStepContext) -> None:
+        """One node visit, then the event that routes the process on."""
+        ctx, plan, node = self.ctx, self.ctx.plan, self.nodes[name]
+        try:
+            has_tools = node.spec.use_tools and bool(ctx.tool_names())
+            prompt = render_prompt(
+                node, ctx.task, self.outputs, step, plan.max_steps,
+                ctx.tool_names() if has_tools else [], prompt_format=plan.prompt_format,
+                tool_calls=ctx.recorder.tool_calls, page=await ctx.page_for(node),
+            )  # fmt: skip
+            text = await self.adapter.ask(ctx, self.kernel, node, step, prompt)
+        except Exception as exc:
+            self.error = exc
+            raise
+        self.outputs.append(ctx.recorder.node_output(name, step, node.spec.output_key, text))
+        event, next_step = next_event(plan, node, step, text)
+        await context.emit_event(event, data=next_step)
+
+
+def next_event(
+    plan: WorkflowPlan, node: PlannedNode, step: int, text: str
+) -> tuple[NodeEvents, int]:
+    """The event a node emits after a visit, and the step of the visit it starts.
+
+    The rules of :func:`mastif.workflow.drive_workflow`: a ``stop_when`` match ends the loop
+    at once, and the loop ends after ``max_steps`` rounds.
+    """
+    if node not in plan.loop:
+        return NodeEvents.DONE, 1
+    if node.stops_loop(text):
+        return NodeEvents.STOP, 1
+    if node != plan.loop[-1]:
+        return NodeEvents.CONTINUE, step
+    if step >= plan.max_steps:
+        return NodeEvents.STOP, 1
+    return NodeEvents.CONTINUE, step + 1
+
+
+class NodeStep(KernelProcessStep):
+    """A workflow node as a process step; SK's runtime passes it the step of each visit."""
+
+    #: the run it belongs to (None only where SK builds one to read its functions)
+    run: WorkflowRun | None = None
+    node: str = ""
+
+    async def activate(self, state: KernelProcessStepState) -> None:
+        self.node = state.name  # the step's name is the node's
+
+    @kernel_function(name="visit")
+    async def visit(self, context: KernelProcessStepContext, step: int) -> None:
+        assert self.run is not None
+        await self.run.visit(self.node, step, context)
+
+
+def workflow_process(plan: WorkflowPlan, run: WorkflowRun) -> KernelProcess:
+    """The linear workflow as an SK process: one step per node, routed by their events.
+
+    START goes to the first node; a node before or after the loop sends DONE to the next
+    one; a loop node sends CONTINUE to the next loop node (the last one to the first) and
+    STOP to the first node after the loop; the last node's DONE ends the process.
+    """
+    builder = ProcessBuilder(name="mastif_workflow")
+    steps = {
+        n.name: builder.add_step(NodeStep, name=n.name, factory_function=lambda: NodeStep(run=run))
+        for n in plan.nodes
+    }
+    loop = [steps[n.name] for n in plan.loop]
+    before = [steps[n.name] for n in plan.before]
+    after = [steps[n.name] for n in plan.after]
+    line = [*before, *loop[:1]] if loop else [*before, *after]
+    if not line:
+        raise ValueError("workflow has no nodes")
+    builder.on_input_event(NodeEvents.START).send_event_to(line[0])
+    for a, b in pairwise(line):
+        a.on_event(NodeEvents.DONE).send_event_to(b)
+    for i, step in enumerate(loop):
+        step.on_event(NodeEvents.CONTINUE).send_event_to(loop[(i + 1) % len(loop)])
+        if after:
+            step.on_event(NodeEvents.STOP).send_event_to(after[0])
+        else:
+            step.on_event(NodeEvents.STOP).stop_process()
+    if loop:
+        for a, b in pairwise(after):
+            a.on_event(NodeEvents.DONE).send_event_to(b)
+    (after or line)[-1].on_event(NodeEvents.DONE).stop_process()
+    return builder.build()
+
+
 # --------------------------------------------------------------------------- the adapter
 
 
@@ -379,25 +520,19 @@ class SemanticKernelAdapter:
             yield kernel
 
     async def _run(self, ctx: RunContext) -> str:
+        """The workflow as an SK process on the local runtime (see :func:`workflow_process`)."""
         plan = ctx.plan
-        outputs: list[NodeOutput] = []
         async with self.open_kernel(ctx, plan.nodes) as kernel:
-
-            async def visit(node: PlannedNode, step: int) -> str:
-                has_tools = node.spec.use_tools and bool(ctx.tool_names())
-                prompt = render_prompt(
-                    node, ctx.task, outputs, step, plan.max_steps,
-                    ctx.tool_names() if has_tools else [], prompt_format=plan.prompt_format,
-                    tool_calls=ctx.recorder.tool_calls, page=await ctx.page_for(node),
-                )  # fmt: skip
-                text = await self.ask(ctx, kernel, node, step, prompt)
-                outputs.append(
-                    ctx.recorder.node_output(node.name, step, node.spec.output_key, text)
-                )
-                return text
-
-            await drive_workflow(plan, visit)
-        return outputs[-1].text if outputs else ""
+            run = WorkflowRun(self, ctx, kernel)
+            process = workflow_process(plan, run)
+            # a superstep per node visit, and one to find nothing left to do
+            visits = len(plan.before) + len(plan.loop) * plan.max_steps + len(plan.after)
+            await start(
+                process, run.process_kernel, NodeEvents.START, max_supersteps=visits + 2, data=1
+            )
+            if run.error is not None:  # SK made an OnError event of it, with its text only
+                raise run.error
+        return run.outputs[-1].text if run.outputs else ""
 
     async def ask(
         self, ctx: RunContext, kernel: RecordingKernel, node: PlannedNode, step: int, prompt: str
