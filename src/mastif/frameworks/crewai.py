@@ -538,7 +538,8 @@ def _method_names(names: tuple[str, ...]) -> dict[str, str]:
     methods = {}
     for i, name in enumerate(names):
         usable = name.isidentifier() and not keyword.iskeyword(name) and not name.startswith("_")
-        methods[name] = name if usable and not hasattr(Flow, name) else f"node_{i}"
+        member = hasattr(Flow, name) or name in Flow.model_fields
+        methods[name] = name if usable and not member else f"node_{i}"
     return methods
 
 
@@ -576,7 +577,8 @@ def workflow_flow(
             node = run.nodes[name]
             text = await run.visit(node, self.state.step if node.spec.loop else 1)
             self.state.last = name
-            self.state.stopped = node.spec.loop and node.stops_loop(text)
+            if node.spec.loop:
+                self.state.stopped = node.stops_loop(text)
             return text
 
         visit.__name__ = methods[name]
