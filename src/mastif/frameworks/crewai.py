@@ -1,15 +1,21 @@
-"""CrewAI: every workflow node execution is a one-agent, one-task ``Crew`` of its own.
+"""CrewAI: the workflow is a CrewAI ``Flow``; each node visit is the node's agent on a crew.
 
-Mapping. For each node execution (``navigate``; ``observe`` and ``interact`` once per loop
-round; ``report``) the adapter builds an ``Agent`` and a ``Task`` whose description is the
-node prompt from :func:`mastif.workflow.render_prompt`, and runs them with
-``Crew(process=Process.sequential).kickoff()``; the crew's raw output is the node output.
-Between crews the adapter drives the workflow as the reference adapter does: the nodes
-before the loop in a line, then the loop nodes in turn for up to ``max_steps`` rounds,
-leaving the loop as soon as a node's ``stop_when`` matches, then the nodes after the loop.
-One crew per node execution, not one crew per run: a crew's task list is fixed at kickoff,
-while the loop's length depends on what the model says and each prompt carries the
-history as of that moment (CrewAI's own task-context passing is therefore not used).
+Mapping. The linear workflow runs as a ``crewai.flow.flow.Flow`` (:func:`workflow_flow`,
+one class per node layout, one instance per run, started with ``kickoff_async`` in the
+job's event loop). Each workflow node is a Flow method: the nodes before the loop are
+chained with ``@start`` / ``@listen``; a ``@router`` (``loop_router``) listens to the last
+of them and to every loop node and sends the flow on to the next loop node, round after
+round, until a node's ``stop_when`` matched or ``max_steps`` rounds are done; the nodes
+after the loop ``@listen`` to its exit label. The flow's state holds the round, the node
+that just finished and the stop flag. A visit (``navigate``; ``observe`` and ``interact``
+once per round; ``report``) renders the node prompt with
+:func:`mastif.workflow.render_prompt` and runs the node's ``Agent`` on a ``Task`` whose
+description is that prompt, in a one-task ``Crew(process=Process.sequential)``; the crew's
+raw output is the node output. The agents (one per node: role, goal and backstory name
+the node), their model clients and the tools are built once per run; the ``Task`` and its
+``Crew`` are the visit itself (a task's description is fixed when it is built, and each
+prompt carries the history as of that visit, so CrewAI's own task-context passing is not
+used).
 
 Inside a node everything is CrewAI's runtime and nothing of it is suppressed: its
 role-playing system prompt (``You are {role}. {backstory}\\nYour personal goal is:
@@ -61,17 +67,22 @@ plus the answer), so CrewAI's own forced-final-answer turn is a backstop a tool 
 not reach; in a node without tools it bounds the ReAct turns.
 
 Threads. CrewAI's crew API is synchronous (its executor is a ``Flow`` that runs its own
-``asyncio.run`` in the calling thread), so each kickoff runs in a worker thread of the
+``asyncio.run`` in the calling thread), so each crew kickoff runs in a worker thread of the
 run's own and tool calls are bridged back to the run's event loop with
-``asyncio.run_coroutine_threadsafe``. (Not the loop's default executor: the in-process
-protocol runs tools there, and a crew thread waiting for its tool must not hold the worker
-the tool needs.) When the runner cancels the run on timeout, the adapter marks the run
-cancelled and closes the HTTP clients: the request in flight fails and the abandoned crew
-stops at once instead of running on in the background.
+``asyncio.run_coroutine_threadsafe``. The workflow Flow's methods are coroutines (CrewAI
+awaits them in the job's loop; a plain method would go to the loop's default executor,
+where the in-process protocol runs tools, and a crew thread waiting for its tool must not
+hold the worker the tool needs). When the runner cancels the run on timeout, the
+cancellation reaches the Flow's ``kickoff_async`` at the awaited visit; the adapter then
+marks the run cancelled and closes the run's HTTP clients: the request in flight fails
+and the abandoned crew stops at once instead of running on in the background.
 
 Telemetry, trace upload and interactive prompts are off (environment switches set before
-CrewAI is imported, ``Crew(tracing=False)``); no memory, knowledge, planning, reasoning or
-delegation. CrewAI then opens no connection other than to the gateway.
+CrewAI is imported, ``Crew(tracing=False)``, ``Flow(tracing=False)``); no memory,
+knowledge, planning, reasoning or delegation. The workflow Flow creates no ``Memory`` (a
+LanceDB store, ~8 s to set up the first time; ``_skip_auto_memory`` as CrewAI's own
+internal flows) and emits no flow events (``suppress_flow_events``: CrewAI would print a
+panel per flow method whatever the verbosity). CrewAI then opens no connection other than to the gateway.
 """
 
 from __future__ import annotations
@@ -398,7 +409,8 @@ class SameTaskHTTPTransport(HTTPTransport):
 
 
 def mcp_tools(url: str, http_factory: Any = None) -> list[BaseTool]:
-    """The MCP server's tools through CrewAI's own MCP client (call in the crew's thread).
+    """The MCP server's tools through CrewAI's own MCP client (once per run, in its worker
+    thread; ``Agent(mcps=...)`` would list them again for every task execution).
 
     What ``Agent(mcps=[MCPServerHTTP(url)])`` does, with two differences: the transport is
     :class:`SameTaskHTTPTransport`, and the tools keep the server's names (CrewAI would
