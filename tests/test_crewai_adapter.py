@@ -164,3 +164,102 @@ def test_an_unreachable_endpoint_is_classified_as_such(fake_model_config):
     with pytest.raises(Exception) as info:
         asyncio.run(get_framework("crewai").run(ctx))
     assert classify_error(info.value) == ("error", "provider_unreachable")
+
+
+def test_a_crewai_flow_drives_the_loop(tmp_path, fake_model_config, monkeypatch):
+    """navigate -> observe <-> interact -> report is a CrewAI Flow: its router ends the loop
+    when observe says TASK COMPLETE (the third time), not mastif's drive_workflow."""
+    from crewai.flow.flow import Flow
+
+    from mastif.frameworks.crewai import LOOP_EXIT, WorkflowState
+
+    async def no_drive(*args, **kwargs):
+        raise AssertionError("drive_workflow must not run the CrewAI workflow")
+
+    monkeypatch.setattr("mastif.workflow.drive_workflow", no_drive)
+    monkeypatch.setattr("mastif.frameworks.crewai.drive_workflow", no_drive, raising=False)
+    flows = []
+    kickoff_async = Flow.kickoff_async
+
+    async def spy(self, *args, **kwargs):
+        if isinstance(self.state, WorkflowState):
+            flows.append(self)
+        return await kickoff_async(self, *args, **kwargs)
+
+    monkeypatch.setattr(Flow, "kickoff_async", spy)
+    observed = []
+
+    def respond(payload):
+        if "Current Task: You are a web agent working on" in last_user_text(payload):
+            observed.append(1)
+            return {"content": "TASK COMPLETE" if len(observed) == 3 else "CONTINUE"}
+        return {"content": "ok"}
+
+    with ScriptedChatServer(respond) as srv:
+        cfg = fake_model_config(srv.base_url, max_steps=5)
+        (trace,) = run_stack(cfg, tmp_path, framework="crewai")
+    assert trace.status == "ok", trace.error_message
+    visits = [(o.node, o.step) for o in trace.node_outputs]
+    assert visits == [("navigate", 1), ("observe", 1), ("interact", 1), ("observe", 2),
+                      ("interact", 2), ("observe", 3), ("report", 1)]  # fmt: skip
+    (flow,) = flows  # one Flow for the run
+    assert flow.state.step == 3 and flow.state.stopped
+    # the flow's methods ran in this order (the router's outputs are its labels)
+    assert flow.method_outputs == [
+        "ok", "go:observe", "CONTINUE", "go:interact", "ok", "go:observe", "CONTINUE",
+        "go:interact", "ok", "go:observe", "TASK COMPLETE", LOOP_EXIT, "ok",
+    ]  # fmt: skip
+    assert len(srv.requests) == 7
+
+
+def _node(name, loop=False, stop_when=None):
+    from mastif.config import NodeSpec
+    from mastif.workflow import PlannedNode
+
+    spec = NodeSpec(name=name, prompt="p.md", output_key=f"{name}_out", loop=loop,
+                    use_tools=False, tool_choice="auto", stop_when=stop_when)  # fmt: skip
+    return PlannedNode(spec, "", "")
+
+
+@pytest.mark.parametrize(
+    ("before", "loop", "after", "max_steps"),
+    [
+        (["navigate"], ["observe", "interact"], ["report"], 3),
+        ([], ["observe", "interact"], ["report"], 2),
+        (["navigate"], ["observe"], [], 4),
+        (["a", "b"], ["c", "d", "e"], ["f", "g"], 3),
+        (["navigate", "report"], [], [], 3),
+        (["navigate"], ["observe", "interact"], ["report"], 0),
+        (["state", "kickoff"], ["name"], ["report"], 2),  # names of Flow members
+    ],
+)
+@pytest.mark.parametrize("stop_at", [None, 1, 2, 4])
+def test_the_flow_visits_nodes_as_drive_workflow_does(before, loop, after, max_steps, stop_at):
+    """For any layout and any visit whose output matches stop_when, the Flow visits the same
+    nodes with the same steps as the reference chaining (mastif.workflow.drive_workflow)."""
+    import asyncio
+
+    from mastif.frameworks.crewai import build_flow
+    from mastif.workflow import WorkflowPlan, drive_workflow
+
+    plan = WorkflowPlan(
+        tuple(_node(n) for n in before),
+        tuple(_node(n, loop=True, stop_when="STOP") for n in loop),
+        tuple(_node(n) for n in after),
+        max_steps,
+    )
+
+    def recorder():
+        seen = []
+
+        async def visit(node, step):
+            seen.append((node.name, step))
+            return "STOP" if len(seen) == stop_at else "go on"
+
+        return seen, visit
+
+    expected, visit = recorder()
+    asyncio.run(drive_workflow(plan, visit))
+    seen, visit = recorder()
+    asyncio.run(build_flow(plan, visit).kickoff_async())
+    assert seen == expected

@@ -1,15 +1,21 @@
-"""CrewAI: every workflow node execution is a one-agent, one-task ``Crew`` of its own.
+"""CrewAI: the workflow is a CrewAI ``Flow``; each node visit is the node's agent on a crew.
 
-Mapping. For each node execution (``navigate``; ``observe`` and ``interact`` once per loop
-round; ``report``) the adapter builds an ``Agent`` and a ``Task`` whose description is the
-node prompt from :func:`mastif.workflow.render_prompt`, and runs them with
-``Crew(process=Process.sequential).kickoff()``; the crew's raw output is the node output.
-Between crews the adapter drives the workflow as the reference adapter does: the nodes
-before the loop in a line, then the loop nodes in turn for up to ``max_steps`` rounds,
-leaving the loop as soon as a node's ``stop_when`` matches, then the nodes after the loop.
-One crew per node execution, not one crew per run: a crew's task list is fixed at kickoff,
-while the loop's length depends on what the model says and each prompt carries the
-history as of that moment (CrewAI's own task-context passing is therefore not used).
+Mapping. The linear workflow runs as a ``crewai.flow.flow.Flow`` (:func:`workflow_flow`,
+one class per node layout, one instance per run, started with ``kickoff_async`` in the
+job's event loop). Each workflow node is a Flow method: the nodes before the loop are
+chained with ``@start`` / ``@listen``; a ``@router`` (``loop_router``) listens to the last
+of them and to every loop node and sends the flow on to the next loop node, round after
+round, until a node's ``stop_when`` matched or ``max_steps`` rounds are done; the nodes
+after the loop ``@listen`` to its exit label. The flow's state holds the round, the node
+that just finished and the stop flag. A visit (``navigate``; ``observe`` and ``interact``
+once per round; ``report``) renders the node prompt with
+:func:`mastif.workflow.render_prompt` and runs the node's ``Agent`` on a ``Task`` whose
+description is that prompt, in a one-task ``Crew(process=Process.sequential)``; the crew's
+raw output is the node output. The agents (one per node: role, goal and backstory name
+the node), their model clients and the tools are built once per run; the ``Task`` and its
+``Crew`` are the visit itself (a task's description is fixed when it is built, and each
+prompt carries the history as of that visit, so CrewAI's own task-context passing is not
+used).
 
 Inside a node everything is CrewAI's runtime and nothing of it is suppressed: its
 role-playing system prompt (``You are {role}. {backstory}\\nYour personal goal is:
@@ -61,17 +67,22 @@ plus the answer), so CrewAI's own forced-final-answer turn is a backstop a tool 
 not reach; in a node without tools it bounds the ReAct turns.
 
 Threads. CrewAI's crew API is synchronous (its executor is a ``Flow`` that runs its own
-``asyncio.run`` in the calling thread), so each kickoff runs in a worker thread of the
+``asyncio.run`` in the calling thread), so each crew kickoff runs in a worker thread of the
 run's own and tool calls are bridged back to the run's event loop with
-``asyncio.run_coroutine_threadsafe``. (Not the loop's default executor: the in-process
-protocol runs tools there, and a crew thread waiting for its tool must not hold the worker
-the tool needs.) When the runner cancels the run on timeout, the adapter marks the run
-cancelled and closes the HTTP clients: the request in flight fails and the abandoned crew
-stops at once instead of running on in the background.
+``asyncio.run_coroutine_threadsafe``. The workflow Flow's methods are coroutines (CrewAI
+awaits them in the job's loop; a plain method would go to the loop's default executor,
+where the in-process protocol runs tools, and a crew thread waiting for its tool must not
+hold the worker the tool needs). When the runner cancels the run on timeout, the
+cancellation reaches the Flow's ``kickoff_async`` at the awaited visit; the adapter then
+marks the run cancelled and closes the run's HTTP clients: the request in flight fails
+and the abandoned crew stops at once instead of running on in the background.
 
 Telemetry, trace upload and interactive prompts are off (environment switches set before
-CrewAI is imported, ``Crew(tracing=False)``); no memory, knowledge, planning, reasoning or
-delegation. CrewAI then opens no connection other than to the gateway.
+CrewAI is imported, ``Crew(tracing=False)``, ``Flow(tracing=False)``); no memory,
+knowledge, planning, reasoning or delegation. The workflow Flow creates no ``Memory`` (a
+LanceDB store, ~8 s to set up the first time; ``_skip_auto_memory`` as CrewAI's own
+internal flows) and emits no flow events (``suppress_flow_events``: CrewAI would print a
+panel per flow method whatever the verbosity). CrewAI then opens no connection other than to the gateway.
 """
 
 from __future__ import annotations
@@ -90,7 +101,9 @@ for _var, _value in {
 
 import asyncio  # noqa: E402
 import contextvars  # noqa: E402
+import functools  # noqa: E402
 import json  # noqa: E402
+import keyword  # noqa: E402
 import logging  # noqa: E402
 import threading  # noqa: E402
 from collections.abc import AsyncIterator, Awaitable, Callable  # noqa: E402
@@ -103,6 +116,7 @@ import httpx  # noqa: E402
 import openai  # noqa: E402
 from crewai import Agent, Crew, Process, Task  # noqa: E402
 from crewai.agents.agent_executor import AgentExecutor  # noqa: E402
+from crewai.flow.flow import Flow, FlowState, listen, or_, router, start  # noqa: E402
 from crewai.llms.providers.openai.completion import OpenAICompletion  # noqa: E402
 from crewai.mcp.client import MCPClient  # noqa: E402
 from crewai.mcp.tool_resolver import MCPToolResolver  # noqa: E402
@@ -116,7 +130,7 @@ from pydantic import PrivateAttr  # noqa: E402
 from mastif.frameworks.base import RunContext  # noqa: E402
 from mastif.provenance import PrivateMember, private_members_of  # noqa: E402
 from mastif.tools import ToolResult  # noqa: E402
-from mastif.workflow import PlannedNode, drive_workflow, render_prompt  # noqa: E402
+from mastif.workflow import PlannedNode, WorkflowPlan, render_prompt  # noqa: E402
 
 
 class _NoApproximateCountWarning(logging.Filter):
@@ -150,7 +164,9 @@ class _Bridge:
     ctx: RunContext
     loop: asyncio.AbstractEventLoop
     cancelled: threading.Event = field(default_factory=threading.Event)
-    llms: list[OpenAICompletion] = field(default_factory=list)  # clients of the open crew
+    llms: list[OpenAICompletion] = field(default_factory=list)  # the run's model clients
+    #: the node visit in progress (one at a time); the run's LLMs and tools act for it
+    visit: _Visit | None = None
 
     def check(self) -> None:
         if self.cancelled.is_set():
@@ -190,8 +206,11 @@ class _NoFunctions(dict[str, Any]):
 class GatewayLLM(OpenAICompletion):
     """CrewAI's native OpenAI-compatible client at our gateway, with the tool-round cap."""
 
-    _visit: _Visit | None = PrivateAttr(default=None)
     _bridge: _Bridge | None = PrivateAttr(default=None)
+
+    @property
+    def _visit(self) -> _Visit | None:
+        return self._bridge.visit if self._bridge is not None else None
 
     def _build_sync_client(self) -> Any:
         # The gateway is plain HTTP on loopback: a client without a certificate store
@@ -236,13 +255,14 @@ class GatewayLLM(OpenAICompletion):
         return params
 
 
-def gateway_llm(ctx: RunContext, visit: _Visit, bridge: _Bridge) -> GatewayLLM:
+def gateway_llm(ctx: RunContext, node: PlannedNode, bridge: _Bridge) -> GatewayLLM:
+    """The node's model client (one per node and run: its URL names the node)."""
     g = ctx.generation
     llm = GatewayLLM(
         model=ctx.model_name,
         provider="openai",
         custom_openai=True,  # an OpenAI-compatible server: never try OpenAI's /responses
-        base_url=ctx.llm_base_url(visit.node.name),
+        base_url=ctx.llm_base_url(node.name),
         api_key=ctx.gateway_token,  # the gateway holds the real key, if any
         temperature=g.temperature,
         max_tokens=g.max_tokens,
@@ -251,7 +271,7 @@ def gateway_llm(ctx: RunContext, visit: _Visit, bridge: _Bridge) -> GatewayLLM:
         max_retries=0,  # the gateway retries; a second layer would hide calls
         stream=False,
     )
-    llm._visit, llm._bridge = visit, bridge
+    llm._bridge = bridge
     bridge.llms.append(llm)
     return llm
 
@@ -262,7 +282,6 @@ def gateway_llm(ctx: RunContext, visit: _Visit, bridge: _Bridge) -> GatewayLLM:
 class GatewayTool(BaseTool):
     """A protocol tool as a CrewAI tool; every execution goes through ``ctx.call_tool``."""
 
-    _visit: _Visit | None = PrivateAttr(default=None)
     _bridge: _Bridge | None = PrivateAttr(default=None)
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
@@ -272,21 +291,24 @@ class GatewayTool(BaseTool):
         return limit if limit is not None else self._run(*args, **kwargs)
 
     def _run(self, *args: Any, **kwargs: Any) -> Any:
-        assert self._bridge is not None and self._visit is not None
+        bridge = self._bridge
+        assert bridge is not None and bridge.visit is not None
         arguments: Any = kwargs if not args else (args[0] if len(args) == 1 else list(args))
-        result = self._bridge.call_tool(self._visit, self.name, arguments)
+        result = bridge.call_tool(bridge.visit, self.name, arguments)
         if result.ok:
             return result.output
         # the error text as is, as CrewAI's MCP tools hand on an isError result
         return ToolFailure(message=result.error or "", reason=ToolFailureReason.TOOL_REPORTED)
 
 
-def crewai_tools(ctx: RunContext, visit: _Visit, bridge: _Bridge) -> list[GatewayTool]:
+def crewai_tools(ctx: RunContext, bridge: _Bridge) -> list[GatewayTool]:
+    """The protocol's tools as CrewAI tools (once per run; each call is made for the visit
+    in progress)."""
     tools = []
     for spec in ctx.tools.tool_specs():
         schema = create_model_from_schema(spec.parameters, model_name=f"{spec.name}_arguments")
         tool = GatewayTool(name=spec.name, description=spec.description, args_schema=schema)
-        tool._visit, tool._bridge = visit, bridge
+        tool._bridge = bridge
         tools.append(tool)
     return tools
 
@@ -327,7 +349,7 @@ class MastifAgentExecutor(AgentExecutor):
 
     def _execute_single_native_tool_call(self, tool_call: Any) -> dict[str, Any]:
         bridge: _Bridge | None = getattr(self.llm, "_bridge", None)
-        visit: _Visit | None = getattr(self.llm, "_visit", None)
+        visit = bridge.visit if bridge is not None else None
         if bridge is None or visit is None:
             return super()._execute_single_native_tool_call(tool_call)
         bridge.check()
@@ -387,7 +409,8 @@ class SameTaskHTTPTransport(HTTPTransport):
 
 
 def mcp_tools(url: str, http_factory: Any = None) -> list[BaseTool]:
-    """The MCP server's tools through CrewAI's own MCP client (call in the crew's thread).
+    """The MCP server's tools through CrewAI's own MCP client (once per run, in its worker
+    thread; ``Agent(mcps=...)`` would list them again for every task execution).
 
     What ``Agent(mcps=[MCPServerHTTP(url)])`` does, with two differences: the transport is
     :class:`SameTaskHTTPTransport`, and the tools keep the server's names (CrewAI would
@@ -426,16 +449,18 @@ def mcp_tools(url: str, http_factory: Any = None) -> list[BaseTool]:
     return tools
 
 
-def build_crew(ctx: RunContext, visit: _Visit, bridge: _Bridge, prompt: str) -> Crew:
-    node = visit.node
+def build_agent(
+    ctx: RunContext, node: PlannedNode, bridge: _Bridge, tools: list[BaseTool]
+) -> Agent:
+    """The node's agent, built once per run and given a new task on every visit."""
     use_tools = node.spec.use_tools and bool(ctx.tools.tool_specs())
     what = node.spec.output_key.replace("_", " ")
     agent = Agent(
         role="web agent",
         goal=f"Write the {what} for the current task.",
         backstory=f"You carry out the {node.name} step of a web task.",
-        llm=gateway_llm(ctx, visit, bridge),
-        tools=crewai_tools(ctx, visit, bridge) if use_tools and ctx.mcp_url is None else [],
+        llm=gateway_llm(ctx, node, bridge),
+        tools=tools if use_tools and ctx.mcp_url is None else [],
         max_iter=ctx.generation.max_tool_rounds + 1,
         max_retry_limit=0,
         allow_delegation=False,
@@ -443,25 +468,43 @@ def build_crew(ctx: RunContext, visit: _Visit, bridge: _Bridge, prompt: str) -> 
         executor_class=MastifAgentExecutor,
     )
     if use_tools and ctx.mcp_url is not None:
-        agent.tools = mcp_tools(ctx.mcp_url, ctx.mcp_http)
-    task = Task(description=prompt, expected_output=f"The {what}.", agent=agent)
-    return Crew(
-        agents=[agent],
-        tasks=[task],
-        process=Process.sequential,
-        verbose=False,
-        memory=False,
-        cache=False,
-        tracing=False,
-    )
+        agent.tools = tools
+    return agent
 
 
-def kickoff(ctx: RunContext, visit: _Visit, bridge: _Bridge, prompt: str) -> str:
-    """Build and run one crew (in the worker thread: MCP discovery blocks); its raw output
-    is the node output."""
+def build_agents(
+    ctx: RunContext, nodes: tuple[PlannedNode, ...], bridge: _Bridge
+) -> dict[str, Agent]:
+    """One agent (and model client) per workflow node; the tools once (in the worker thread:
+    MCP discovery blocks)."""
+    bridge.check()
+    tools: list[BaseTool] = []
+    if any(n.spec.use_tools for n in nodes) and ctx.tools.tool_specs():
+        tools = (
+            mcp_tools(ctx.mcp_url, ctx.mcp_http)
+            if ctx.mcp_url is not None
+            else list(crewai_tools(ctx, bridge))
+        )
+    return {n.name: build_agent(ctx, n, bridge, tools) for n in nodes}
+
+
+def kickoff(agent: Agent, visit: _Visit, bridge: _Bridge, prompt: str) -> str:
+    """One node visit: the node's agent on a one-task crew (in the run's worker thread); the
+    crew's raw output is the node output."""
     try:
         bridge.check()
-        crew = build_crew(ctx, visit, bridge, prompt)
+        bridge.visit = visit
+        what = visit.node.spec.output_key.replace("_", " ")
+        task = Task(description=prompt, expected_output=f"The {what}.", agent=agent)
+        crew = Crew(
+            agents=[agent],
+            tasks=[task],
+            process=Process.sequential,
+            verbose=False,
+            memory=False,
+            cache=False,
+            tracing=False,
+        )
         return crew.kickoff().raw  # no inputs: the prompt is not a template for CrewAI
     except ConnectionError as exc:
         # CrewAI turns the OpenAI client's connection errors (timeouts included) into a
@@ -470,7 +513,145 @@ def kickoff(ctx: RunContext, visit: _Visit, bridge: _Bridge, prompt: str) -> str
             raise exc.__cause__ from exc
         raise
     finally:
-        bridge.close_clients()
+        bridge.visit = None
+
+
+# -- the workflow as a CrewAI Flow -------------------------------------------------------------
+
+#: the router's label for leaving the loop (method names are identifiers: no clash)
+LOOP_EXIT = "loop:exit"
+
+
+def go_to(method: str) -> str:
+    """The router's label that triggers loop node ``method``."""
+    return f"go:{method}"
+
+
+class WorkflowState(FlowState):
+    """What the router decides on: the round in progress, the node that just finished, and
+    whether its output matched ``stop_when``."""
+
+    step: int = 1
+    last: str = ""
+    stopped: bool = False
+
+
+@dataclass
+class _FlowRun:
+    """What a workflow Flow needs of its run: the nodes and one visit of a node."""
+
+    nodes: dict[str, PlannedNode]
+    max_steps: int
+    visit: Callable[[PlannedNode, int], Awaitable[str]]
+
+
+def _method_names(names: tuple[str, ...]) -> dict[str, str]:
+    """A Flow method name per workflow node: the node's name where it can be one."""
+    methods = {}
+    for i, name in enumerate(names):
+        usable = name.isidentifier() and not keyword.iskeyword(name) and not name.startswith("_")
+        member = hasattr(Flow, name) or name in Flow.model_fields
+        methods[name] = name if usable and not member else f"node_{i}"
+    return methods
+
+
+@functools.lru_cache(maxsize=16)
+def workflow_flow(
+    before: tuple[str, ...], loop: tuple[str, ...], after: tuple[str, ...]
+) -> type[Flow[WorkflowState]]:
+    """The Flow class of a linear workflow with these node names (built once per layout).
+
+    One Flow method per workflow node: the nodes before the loop chained with ``@start`` /
+    ``@listen``; every loop node ``@listen`` s to its own router label; one ``@router``
+    (``loop_router``) listens to the last node before the loop and to every loop node and
+    sends the flow to the next loop node, round after round, until ``stop_when`` matched or
+    ``max_steps`` rounds are done (``loop:exit``); the nodes after the loop listen to that.
+    """
+    names = before + loop + after
+    if not names:
+        raise ValueError("workflow has no nodes")
+    methods = _method_names(names)
+    router_name = "loop_router"
+    while router_name in methods.values():
+        router_name += "_"
+    ns: dict[str, Any] = {
+        "__module__": __name__,
+        "__qualname__": "MastifWorkflow",
+        "__doc__": "mastif's linear workflow (navigate -> observe <-> interact -> report).",
+        # as CrewAI's own internal flows: no Memory (a LanceDB store) for this flow
+        "_skip_auto_memory": True,
+        "_run": PrivateAttr(default=None),
+    }
+
+    def node_method(name: str, trigger: Any) -> Any:
+        async def visit(self: Flow[WorkflowState]) -> str:
+            run: _FlowRun = self._run  # type: ignore[attr-defined]
+            node = run.nodes[name]
+            text = await run.visit(node, self.state.step if node.spec.loop else 1)
+            self.state.last = name
+            if node.spec.loop:
+                self.state.stopped = node.stops_loop(text)
+            return text
+
+        visit.__name__ = methods[name]
+        visit.__qualname__ = f"MastifWorkflow.{methods[name]}"
+        return start()(visit) if trigger is None else listen(trigger)(visit)
+
+    def prev(seq: tuple[str, ...], i: int, first: Any) -> Any:
+        return methods[seq[i - 1]] if i else first
+
+    for i, name in enumerate(before):
+        ns[methods[name]] = node_method(name, prev(before, i, None))
+    for name in loop:
+        ns[methods[name]] = node_method(name, go_to(methods[name]))
+    for i, name in enumerate(after):
+        ns[methods[name]] = node_method(name, prev(after, i, LOOP_EXIT))
+
+    if loop:
+
+        async def loop_router(self: Flow[WorkflowState]) -> str:
+            """The observe <-> interact loop: next loop node, next round, or exit."""
+            run: _FlowRun = self._run  # type: ignore[attr-defined]
+            state = self.state
+            if state.stopped or run.max_steps < 1:
+                return LOOP_EXIT
+            if state.last not in loop:  # entering the loop
+                return go_to(methods[loop[0]])
+            i = loop.index(state.last)
+            if i + 1 < len(loop):
+                return go_to(methods[loop[i + 1]])
+            if state.step < run.max_steps:
+                state.step += 1
+                return go_to(methods[loop[0]])
+            return LOOP_EXIT
+
+        loop_router.__name__ = router_name
+        loop_router.__qualname__ = f"MastifWorkflow.{router_name}"
+        labels = [go_to(methods[n]) for n in loop] + [LOOP_EXIT]
+        triggers = [methods[n] for n in (before[-1:] + loop)]
+        wrapped = router(or_(*triggers), emit=labels)(loop_router)
+        ns[router_name] = wrapped if before else start()(wrapped)
+
+    return type("MastifWorkflow", (Flow[WorkflowState],), ns)
+
+
+def build_flow(plan: WorkflowPlan, visit: Callable[[PlannedNode, int], Awaitable[str]]) -> Any:
+    """A run's Flow instance (its state is the run's)."""
+    flow_class = workflow_flow(
+        tuple(n.name for n in plan.before),
+        tuple(n.name for n in plan.loop),
+        tuple(n.name for n in plan.after),
+    )
+    calls = 1 + len(plan.loop) * max(plan.max_steps, 1)  # the router's, at most
+    flow = flow_class(
+        tracing=False,
+        # CrewAI prints a panel per flow event whatever the verbosity; it suppresses them
+        # for its own internal flows too
+        suppress_flow_events=True,
+        max_method_calls=max(100, calls),
+    )
+    flow._run = _FlowRun({n.name: n for n in plan.nodes}, plan.max_steps, visit)
+    return flow
 
 
 _crewai = private_members_of("crewai")
@@ -507,6 +688,9 @@ PRIVATE_MEMBERS: tuple[PrivateMember, ...] = (
             "calls it in its MCP transport's connect"),
     _crewai(BaseTool, "_claim_usage",
             "calls it to keep CrewAI's tool usage limit in its tools' run"),
+    _crewai(AgentExecutor, "_skip_auto_memory",
+            "sets it on its workflow Flow (as CrewAI's own flows do): no Memory store",
+            "attribute"),
 )  # fmt: skip
 
 
@@ -518,30 +702,41 @@ class CrewAIAdapter:
     private_members = PRIVATE_MEMBERS
 
     @asynccontextmanager
-    async def _session(self, ctx: RunContext) -> AsyncIterator[Callable[..., Awaitable[str]]]:
-        """A worker thread for the run's crews; yields ``crew(node, step, prompt) -> text``."""
+    async def _session(
+        self, ctx: RunContext, nodes: tuple[PlannedNode, ...]
+    ) -> AsyncIterator[Callable[..., Awaitable[str]]]:
+        """A worker thread and the agents of ``nodes`` for a run; yields
+        ``crew(node, step, prompt) -> text``, one node visit."""
         loop = asyncio.get_running_loop()
         bridge = _Bridge(ctx, loop)
         worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"crewai-{ctx.run_id[:8]}")
 
-        async def crew(node: PlannedNode, step: int, prompt: str) -> str:
-            ctx.at(node.name, step)
-            visit = _Visit(node, step, ctx.generation.max_tool_rounds)
-            run_crew = contextvars.copy_context().run
-            return await loop.run_in_executor(worker, run_crew, kickoff, ctx, visit, bridge, prompt)
+        async def in_worker(fn: Callable[..., Any], *args: Any) -> Any:
+            run_in_context = contextvars.copy_context().run
+            return await loop.run_in_executor(worker, run_in_context, fn, *args)
 
         try:
+            agents: dict[str, Agent] = await in_worker(build_agents, ctx, nodes, bridge)
+
+            async def crew(node: PlannedNode, step: int, prompt: str) -> str:
+                ctx.at(node.name, step)
+                visit = _Visit(node, step, ctx.generation.max_tool_rounds)
+                text: str = await in_worker(kickoff, agents[node.name], visit, bridge, prompt)
+                return text
+
             yield crew
         finally:
             bridge.cancel()  # a cancelled run must not go on in its worker thread
             worker.shutdown(wait=False, cancel_futures=True)
 
     async def run(self, ctx: RunContext) -> str:
+        """The workflow as a CrewAI Flow (:func:`workflow_flow`), run in the job's event loop
+        with ``kickoff_async``; each node visit is the node's agent on a one-task crew."""
         plan = ctx.plan
         tool_names = ctx.tool_names()
-        async with self._session(ctx) as crew:
+        async with self._session(ctx, plan.nodes) as crew:
 
-            async def execute(node: PlannedNode, step: int) -> str:
+            async def visit(node: PlannedNode, step: int) -> str:
                 use_tools = node.spec.use_tools and bool(tool_names)
                 prompt = render_prompt(
                     node, ctx.task, ctx.recorder.node_outputs, step, plan.max_steps,
@@ -552,11 +747,11 @@ class CrewAIAdapter:
                 ctx.recorder.node_output(node.name, step, node.spec.output_key, text)
                 return text
 
-            await drive_workflow(plan, execute)
+            await build_flow(plan, visit).kickoff_async()
         outputs = ctx.recorder.node_outputs
         return outputs[-1].text if outputs else ""
 
     async def run_node(self, ctx: RunContext, node: PlannedNode, step: int, prompt: str) -> str:
         """One visit of ``node`` with the given prompt (for orchestrators): one crew."""
-        async with self._session(ctx) as crew:
+        async with self._session(ctx, (node,)) as crew:
             return await crew(node, step, prompt)
