@@ -65,7 +65,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
