@@ -1,0 +1,510 @@
+"""smolagents: every workflow node is a ``ToolCallingAgent``; the adapter runs them in order.
+
+Orchestration. smolagents has one multi-agent construct, *managed agents*: a manager agent
+whose model decides, call by call, which sub-agent to hand a request to. It cannot express
+a fixed node sequence with a bounded loop (navigate, then observe and interact for up to
+``max_steps`` rounds, leaving when ``stop_when`` matches, then report) without letting the
+model choose the order and without extra model calls for the manager. So the adapter
+drives the node sequence itself with a small loop (:meth:`SmolagentsAdapter.run`, the same
+rules as :func:`mastif.workflow.drive_workflow`), and each node visit is one
+``ToolCallingAgent.run`` -- smolagents' own step loop (``MultiStepAgent._run_stream``):
+model call, tool calls, observation, next step, until a final answer or ``max_steps``.
+One agent per workflow node, each with its own ``OpenAIModel`` at the node's gateway URL,
+built once per run; a visit is ``agent.run(prompt, reset=True)``.
+
+What smolagents adds by itself and keeps: its system prompt (``toolcalling_agent.yaml``:
+an "expert assistant" ReAct prompt with examples and the list of the agent's tools,
+including its ``final_answer`` tool), its user turn ``New task:\\n<our prompt>``, the stop
+sequences ``Observation:`` and ``Calling tools:``, its tool schemas (``inputs`` in
+smolagents' type system, rendered by ``get_tool_json_schema``: every property in
+``required`` unless ``nullable``), its argument validation (``validate_tool_arguments``) and
+its error texts (``Unknown tool ...``, ``Error executing tool ...``), and the forced final
+answer call (``provide_final_answer``) should ``max_steps`` run out.
+
+What the contract makes us change (each for comparability with the other frameworks):
+
+- a reply without tool calls is the node's answer (smolagents would parse it as a JSON
+  action, call a failed parse an error and ask again): ``parse_tool_calls`` turns it into
+  a call of smolagents' own ``final_answer`` tool, so the step loop ends the run there;
+- ``final_answer`` is not offered on the wire (the protocol's tools are, with the node's
+  ``tool_choice`` on its first turn and ``auto`` after; smolagents always sends
+  ``required``), and a node without tools sends none;
+- tool calls and results go back to the model as OpenAI ``assistant``/``tool`` messages
+  (smolagents renders them as text in assistant and user turns), one tool message per
+  call, a refused call answered with smolagents' own error text; the calls of one reply
+  run in the model's order (smolagents uses a thread pool);
+- ``max_tool_rounds``: the agent's ``max_steps`` is ``max_tool_rounds + 1`` (one model call
+  per step), and once ``max_tool_rounds`` replies with tool calls were answered the next
+  request goes out without tools, so that step ends in text (tool calls in a reply to a
+  request without tools are not run);
+- messages are flattened to text (``flatten_messages_as_text=True``, a smolagents option).
+
+Model: ``OpenAIModel`` at ``ctx.llm_base_url(node)`` with ``api_key=ctx.gateway_token``, its
+own plain-HTTP ``httpx.Client`` (closed to stop a timed-out run), ``max_retries=0`` and
+smolagents' rate-limit retry off (``retry=False``): the gateway retries.
+
+Tools: in-process, smolagents ``Tool`` s built from the protocol's tool specs whose
+``forward`` goes through ``ctx.call_tool`` on the run's event loop; under ``mcp``,
+smolagents' own ``MCPClient`` (mcpadapt) on ``ctx.mcp_url`` over streamable HTTP with the
+run's ``httpx_client_factory``, and the MCP server records the calls. Calls smolagents
+refuses before a tool runs (unknown name, arguments that are not JSON or do not match the
+schema) are recorded as failed calls.
+
+Threads: smolagents is synchronous. Each run owns one worker thread (not the loop's default
+executor: the in-process protocol runs tools there) in which the agents run; tool calls are
+bridged back with ``asyncio.run_coroutine_threadsafe``. When the run is cancelled (timeout)
+the adapter marks it cancelled, sets the agents' ``interrupt_switch`` and closes the HTTP
+clients, so the request in flight fails and the abandoned agent stops.
+
+No telemetry (smolagents sends none; its OpenTelemetry instrumentation is a separate
+package, not installed), no hub downloads (nothing of ``huggingface_hub`` is called), and
+no logging to the console (``verbosity_level=LogLevel.OFF``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import openai
+from smolagents import MCPClient, OpenAIModel, Tool, ToolCallingAgent
+from smolagents.agents import ToolOutput
+from smolagents.memory import ActionStep, ToolCall
+from smolagents.models import ChatMessage, ChatMessageToolCall, ChatMessageToolCallFunction
+from smolagents.monitoring import LogLevel, TokenUsage
+from smolagents.utils import AgentError, AgentGenerationError, AgentToolCallError
+
+from mastif.frameworks.base import RunContext
+from mastif.provenance import PrivateMember, private_members_of
+from mastif.tools import ToolResult
+from mastif.workflow import PlannedNode, render_prompt
+
+FINAL_ANSWER = "final_answer"
+
+
+class RunCancelled(Exception):
+    """Raised in the worker thread once the run coroutine was cancelled (timeout)."""
+
+    def __init__(self) -> None:
+        super().__init__("the run was cancelled")
+
+
+@dataclass
+class _Visit:
+    """The node visit in progress (one ``agent.run``)."""
+
+    node: PlannedNode
+    step: int
+    tool_rounds: int = 0  # replies with tool calls answered so far
+
+
+@dataclass
+class _Bridge:
+    """What a run's worker thread shares with the run coroutine."""
+
+    ctx: RunContext
+    loop: asyncio.AbstractEventLoop
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    visit: _Visit | None = None
+    clients: list[httpx.Client] = field(default_factory=list)
+    agents: list[ToolCallingAgent] = field(default_factory=list)
+    mcp: MCPClient | None = None
+
+    def check(self) -> None:
+        if self.cancelled.is_set():
+            raise RunCancelled()
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+        for agent in self.agents:
+            agent.interrupt()
+        for client in self.clients:
+            try:
+                client.close()  # a request in flight fails at once
+            except Exception:  # noqa: BLE001, S110 - best effort
+                pass
+
+    def call_tool(self, name: str, arguments: Any) -> ToolResult:
+        """``ctx.call_tool`` on the run's event loop, from the agents' thread."""
+        self.check()
+        assert self.visit is not None
+        coro = self.ctx.call_tool(self.visit.node.name, self.visit.step, name, arguments)
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+
+# -- model ---------------------------------------------------------------------------------
+
+
+class GatewayModel(OpenAIModel):
+    """smolagents' OpenAI-compatible model at our gateway, with the per-node turn policy."""
+
+    def __init__(self, bridge: _Bridge, use_tools: bool, max_tool_rounds: int, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.bridge, self.use_tools, self.max_tool_rounds = bridge, use_tools, max_tool_rounds
+
+    def generate(
+        self,
+        messages: list[Any],
+        stop_sequences: list[str] | None = None,
+        response_format: dict[str, str] | None = None,
+        tools_to_call_from: list[Tool] | None = None,
+        **kwargs: Any,
+    ) -> ChatMessage:
+        bridge = self.bridge
+        bridge.check()
+        visit = bridge.visit
+        assert visit is not None
+        # final_answer is how smolagents ends a run; here a reply in text does (see
+        # parse_tool_calls), so only the protocol's tools are offered, until the cap
+        tools = [t for t in tools_to_call_from or [] if t.name != FINAL_ANSWER]
+        if not self.use_tools or visit.tool_rounds >= self.max_tool_rounds:
+            tools = []
+        choice = visit.node.spec.tool_choice if visit.tool_rounds == 0 else "auto"
+        # smolagents' own messages (system prompt, task) as it renders them; the tool
+        # rounds of this visit as OpenAI messages (see SmolAgent.write_memory_to_messages)
+        head = [m for m in messages if not isinstance(m, dict)]
+        native = [m for m in messages if isinstance(m, dict)]
+        params = self._prepare_completion_kwargs(
+            messages=head,
+            stop_sequences=stop_sequences,
+            response_format=response_format,
+            tools_to_call_from=tools or None,
+            tool_choice=choice,
+            model=self.model_id,
+            custom_role_conversions=self.custom_role_conversions,
+            convert_images_to_image_urls=True,
+            **kwargs,
+        )
+        params["messages"] = [*params["messages"], *native]
+        self._apply_rate_limit()
+        response = self.retryer(self.client.chat.completions.create, **params)
+        message = response.choices[0].message
+        tool_calls = message.tool_calls if tools else None  # unasked-for calls are not run
+        if tool_calls:
+            visit.tool_rounds += 1
+        usage = response.usage
+        return ChatMessage(
+            role="assistant",
+            content=message.content,
+            tool_calls=[
+                ChatMessageToolCall(
+                    id=tc.id,
+                    type="function",
+                    function=ChatMessageToolCallFunction(
+                        name=tc.function.name, arguments=tc.function.arguments
+                    ),
+                )
+                for tc in tool_calls
+            ]
+            if tool_calls
+            else None,
+            raw=response,
+            token_usage=TokenUsage(
+                input_tokens=usage.prompt_tokens if usage else 0,
+                output_tokens=usage.completion_tokens if usage else 0,
+            ),
+        )
+
+    def parse_tool_calls(self, message: ChatMessage) -> ChatMessage:
+        """A reply without tool calls is the node's answer: smolagents' final_answer call."""
+        message.role = "assistant"
+        if not message.tool_calls:
+            answer = message.content or ""
+            message.tool_calls = [
+                ChatMessageToolCall(
+                    id="final",
+                    type="function",
+                    function=ChatMessageToolCallFunction(
+                        name=FINAL_ANSWER, arguments={"answer": answer}
+                    ),
+                )
+            ]
+            return message
+        return super().parse_tool_calls(message)
+
+
+# -- tools ----------------------------------------------------------------------------------
+
+#: JSON-schema types smolagents' Tool accepts (tools.AUTHORIZED_TYPES)
+_TYPES = {"string", "boolean", "integer", "number", "image", "audio", "array", "object", "any",
+          "null"}  # fmt: skip
+
+
+class GatewayTool(Tool):
+    """A protocol tool as a smolagents tool; every execution goes through ``ctx.call_tool``."""
+
+    skip_forward_signature_validation = True
+
+    def __init__(self, spec: Any, bridge: _Bridge) -> None:
+        self.name, self.description, self.output_type = spec.name, spec.description, "string"
+        required = set(spec.parameters.get("required", []))
+        self.inputs = {}
+        for key, prop in spec.parameters.get("properties", {}).items():
+            kind = prop.get("type", "any")
+            entry: dict[str, Any] = {
+                "type": kind if isinstance(kind, str) and kind in _TYPES else "any",
+                "description": prop.get("description", key),
+            }
+            if "enum" in prop:
+                entry["enum"] = prop["enum"]
+            if key not in required:
+                entry["nullable"] = True
+            self.inputs[key] = entry
+        self.bridge = bridge
+        super().__init__()
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        arguments: Any = kwargs if not args else (args[0] if len(args) == 1 else list(args))
+        result = self.bridge.call_tool(self.name, arguments)
+        if result.ok:
+            return result.output
+        # smolagents answers a failed tool with "Error executing tool ...: <this>"
+        raise RuntimeError(result.error or "the tool failed")
+
+    def __call__(self, *args: Any, sanitize_inputs_outputs: bool = False, **kwargs: Any) -> Any:
+        # the arguments as the model produced them (no type coercion); the tool checks its
+        # JSON schema itself, for every framework alike
+        return self.forward(*args, **kwargs)
+
+
+# -- agent ----------------------------------------------------------------------------------
+
+
+class SmolAgent(ToolCallingAgent):
+    """smolagents' tool-calling agent, with OpenAI tool messages and refusals recorded."""
+
+    bridge: _Bridge
+
+    def write_memory_to_messages(self, summary_mode: bool = False) -> list[Any]:
+        messages: list[Any] = self.memory.system_prompt.to_messages(summary_mode=summary_mode)
+        for step in self.memory.steps:
+            rounds = getattr(step, "mastif_round", None)
+            if isinstance(step, ActionStep) and rounds is not None:
+                messages.extend(rounds)  # an answered tool round, as OpenAI messages
+            else:
+                messages.extend(step.to_messages(summary_mode=summary_mode))
+        return messages
+
+    def process_tool_calls(self, chat_message: ChatMessage, memory_step: ActionStep) -> Any:
+        assert chat_message.tool_calls is not None
+        bridge = self.bridge
+        calls = [ToolCall(name=tc.function.name, arguments=tc.function.arguments, id=tc.id)
+                 for tc in chat_message.tool_calls]  # fmt: skip
+        outputs = []
+        for call in calls:
+            yield call
+            bridge.check()
+            before = len(bridge.ctx.recorder.tool_calls)
+            result: Any = None
+            try:
+                if not isinstance(call.arguments, dict) and call.name != FINAL_ANSWER:
+                    # text that is not JSON: smolagents would hand it to a one-input tool
+                    # as its argument; every framework here refuses it
+                    raise AgentToolCallError(
+                        f"Error: the arguments are not valid JSON: {call.arguments!r}",
+                        self.logger,
+                    )
+                result = self.execute_tool_call(call.name, call.arguments or {})
+                observation = str(result).strip()
+            except AgentError as exc:
+                bridge.check()  # a tool call cut short by the run's end is no refusal
+                observation = str(exc)
+                if call.name != FINAL_ANSWER and len(bridge.ctx.recorder.tool_calls) == before:
+                    self._record_refusal(call, observation)
+            out = ToolOutput(id=call.id, output=result, is_final_answer=call.name == FINAL_ANSWER,
+                             observation=observation, tool_call=call)  # fmt: skip
+            outputs.append(out)
+            yield out
+        memory_step.tool_calls = calls
+        memory_step.observations = "\n".join(o.observation for o in outputs)
+        if not any(o.is_final_answer for o in outputs):
+            raw = chat_message.raw.choices[0].message if chat_message.raw is not None else None
+            assistant = {
+                "role": "assistant",
+                "content": (raw.content if raw is not None else chat_message.content) or "",
+                "tool_calls": [
+                    {"id": tc.id, "type": "function",
+                     "function": {"name": tc.function.name, "arguments": tc.function.arguments}}
+                    for tc in (raw.tool_calls if raw is not None else [])
+                ],
+            }  # fmt: skip
+            tools = [{"role": "tool", "tool_call_id": o.id, "content": o.observation}
+                     for o in outputs]  # fmt: skip
+            memory_step.mastif_round = [assistant, *tools]  # type: ignore[attr-defined]
+
+    def _record_refusal(self, call: ToolCall, said: str) -> None:
+        """smolagents answered this call itself and no tool ran: a failed call."""
+        bridge, visit = self.bridge, self.bridge.visit
+        assert visit is not None
+        arguments = call.arguments
+        if call.name not in self.tools:
+            offered = sorted(bridge.ctx.tool_names())
+            error = f"unknown tool {call.name!r}; offered: {offered} (smolagents: {said})"
+        elif not isinstance(arguments, dict):
+            error = f"arguments are not valid JSON: {said}"
+        else:
+            error = f"arguments are not accepted by smolagents: {said}"
+        bridge.ctx.record_failed_tool_call(visit.node.name, visit.step, call.name, arguments, error)
+
+
+# -- the adapter ----------------------------------------------------------------------------
+
+
+def mcp_tools(bridge: _Bridge) -> list[Tool]:
+    """The MCP server's tools through smolagents' own MCP client (in the agents' thread)."""
+    ctx = bridge.ctx
+    params: dict[str, Any] = {"url": ctx.mcp_url, "transport": "streamable-http"}
+    if ctx.mcp_http is not None:
+        params["httpx_client_factory"] = ctx.mcp_http
+    bridge.mcp = MCPClient(params, structured_output=False)
+    return list(bridge.mcp.get_tools())
+
+
+def build_agents(bridge: _Bridge, nodes: tuple[PlannedNode, ...]) -> dict[str, SmolAgent]:
+    """One ToolCallingAgent per workflow node, each with its model at the node's URL."""
+    ctx, g = bridge.ctx, bridge.ctx.generation
+    specs = ctx.tools.tool_specs()
+    tools: list[Tool] = []
+    if specs and any(n.spec.use_tools for n in nodes):
+        tools = (
+            mcp_tools(bridge)
+            if ctx.mcp_url is not None
+            else [GatewayTool(s, bridge) for s in specs]
+        )
+    agents = {}
+    for node in nodes:
+        use_tools = node.spec.use_tools and bool(tools)
+        http = httpx.Client(verify=False)  # plain HTTP on loopback: no certificate store
+        bridge.clients.append(http)
+        model = GatewayModel(
+            bridge, use_tools, g.max_tool_rounds,
+            model_id=ctx.model_name,
+            api_base=ctx.llm_base_url(node.name),
+            api_key=ctx.gateway_token,  # the gateway holds the real key, if any
+            client_kwargs={"http_client": http, "max_retries": 0, "timeout": g.client_timeout_s},
+            flatten_messages_as_text=True,
+            retry=False,  # the gateway retries; a second layer would hide calls
+            temperature=g.temperature,
+            max_tokens=g.max_tokens,
+            seed=g.seed,
+        )  # fmt: skip
+        agent = SmolAgent(
+            tools=tools if use_tools else [],
+            model=model,
+            max_steps=g.max_tool_rounds + 1,
+            verbosity_level=LogLevel.OFF,
+        )
+        agent.bridge = bridge
+        bridge.agents.append(agent)
+        agents[node.name] = agent
+    return agents
+
+
+def visit_node(bridge: _Bridge, agent: SmolAgent, visit: _Visit, prompt: str) -> str:
+    """One node visit: one ``agent.run`` (in the worker thread)."""
+    bridge.check()
+    bridge.visit = visit
+    try:
+        return str(agent.run(prompt, reset=True))
+    except AgentGenerationError as exc:
+        # the OpenAI client's error as it was, so the run's error is classified like others'
+        cause = exc.__cause__
+        if isinstance(cause, openai.OpenAIError):
+            raise cause from exc
+        if isinstance(exc, RunCancelled) or bridge.cancelled.is_set():
+            raise RunCancelled() from exc
+        raise
+
+
+_smol = private_members_of("smolagents")
+
+#: what this adapter overrides or calls of smolagents that smolagents does not promise
+PRIVATE_MEMBERS: tuple[PrivateMember, ...] = (
+    _smol(OpenAIModel, "_prepare_completion_kwargs",
+          "calls it to build the request as smolagents does"),
+    _smol(OpenAIModel, "_apply_rate_limit", "calls it before each request, as smolagents does"),
+    _smol(OpenAIModel, "retryer", "calls it around each request (retry off)", "instance"),
+)  # fmt: skip
+
+
+class SmolagentsAdapter:
+    name = "smolagents"
+    #: the distributions a run uses (mastif.provenance): smolagents' MCP client under mcp
+    packages = ("smolagents", "openai")
+    mcp_packages = ("mcpadapt", "mcp")
+    private_members = PRIVATE_MEMBERS
+
+    @asynccontextmanager
+    async def _session(
+        self, ctx: RunContext, nodes: tuple[PlannedNode, ...]
+    ) -> AsyncIterator[Callable[..., Awaitable[str]]]:
+        """The run's worker thread and agents; yields ``visit(node, step, prompt) -> text``."""
+        loop = asyncio.get_running_loop()
+        bridge = _Bridge(ctx, loop)
+        worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"smol-{ctx.run_id[:8]}")
+
+        def in_worker(fn: Callable[..., Any], *args: Any) -> Awaitable[Any]:
+            return loop.run_in_executor(worker, contextvars.copy_context().run, fn, *args)
+
+        try:
+            agents = await in_worker(build_agents, bridge, nodes)
+
+            async def visit(node: PlannedNode, step: int, prompt: str) -> str:
+                ctx.at(node.name, step)
+                return await in_worker(
+                    visit_node, bridge, agents[node.name], _Visit(node, step), prompt
+                )
+
+            yield visit
+        finally:
+            bridge.cancel()  # a cancelled run must not go on in its worker thread
+            if bridge.mcp is not None:
+                mcp = bridge.mcp
+                await loop.run_in_executor(None, mcp.disconnect)
+            worker.shutdown(wait=False, cancel_futures=True)
+
+    async def run(self, ctx: RunContext) -> str:
+        plan = ctx.plan
+        tool_names = ctx.tool_names()
+        async with self._session(ctx, plan.nodes) as visit:
+
+            async def execute(node: PlannedNode, step: int) -> str:
+                use_tools = node.spec.use_tools and bool(tool_names)
+                prompt = render_prompt(
+                    node, ctx.task, ctx.recorder.node_outputs, step, plan.max_steps,
+                    tool_names if use_tools else [], prompt_format=plan.prompt_format,
+                    tool_calls=ctx.recorder.tool_calls, page=await ctx.page_for(node),
+                )  # fmt: skip
+                text = await visit(node, step, prompt)
+                ctx.recorder.node_output(node.name, step, node.spec.output_key, text)
+                return text
+
+            # smolagents cannot express the fixed sequence with a bounded loop (see the
+            # module docstring): the nodes before the loop once, the loop nodes in order for
+            # up to max_steps rounds (stop_when ends it at once), then the nodes after it
+            for node in plan.before:
+                await execute(node, 1)
+            stopped = False
+            for step in range(1, plan.max_steps + 1 if plan.loop else 1):
+                for node in plan.loop:
+                    if node.stops_loop(await execute(node, step)):
+                        stopped = True
+                        break
+                if stopped:
+                    break
+            for node in plan.after:
+                await execute(node, 1)
+        outputs = ctx.recorder.node_outputs
+        return outputs[-1].text if outputs else ""
+
+    async def run_node(self, ctx: RunContext, node: PlannedNode, step: int, prompt: str) -> str:
+        """One visit of ``node`` with the given prompt (for orchestrators): one agent run."""
+        async with self._session(ctx, (node,)) as visit:
+            return await visit(node, step, prompt)

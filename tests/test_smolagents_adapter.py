@@ -1,0 +1,185 @@
+"""What is particular to the smolagents adapter, against a scripted model behind the real gateway.
+
+The shared contract is in ``test_workflow.py``; these tests pin down that smolagents' own
+``ToolCallingAgent`` runs every node visit (built once per run), how its runtime shows
+through (its system prompt, its ``New task:`` turn, its refusal texts), and that a
+cancelled run stops its worker thread.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from mastif.config import parse_config
+from mastif.tasks import load_tasks
+from mastif.workflow import plan_workflow, render_prompt
+from tests.fakes import ScriptedChatServer, last_user_text
+from tests.stackrun import run_stack
+
+smol = pytest.importorskip("mastif.frameworks.smolagents")
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def first_interact_turn(payload):
+    return (
+        "interaction round" in last_user_text(payload) and payload["messages"][-1]["role"] == "user"
+    )
+
+
+def test_smolagents_agents_drive_every_node_visit(tmp_path, fake_model_config, monkeypatch):
+    """CONTINUE twice, then TASK COMPLETE: each visit is one ToolCallingAgent.run of the
+    node's agent (one agent per node, built once per run); drive_workflow is not used."""
+
+    def no_driver(*args, **kwargs):
+        raise AssertionError("drive_workflow must not run the smolagents workflow")
+
+    monkeypatch.setattr("mastif.workflow.drive_workflow", no_driver)
+    runs: list[tuple[str, int]] = []  # (agent, step_number after the run)
+    built: list[str] = []
+    real_run, real_init = smol.SmolAgent.run, smol.SmolAgent.__init__
+
+    def spy_run(self, task, *args, **kwargs):
+        out = real_run(self, task, *args, **kwargs)
+        runs.append((self.model.model_id + "@" + self.model.client_kwargs["base_url"], out))
+        return out
+
+    def spy_init(self, *args, **kwargs):
+        built.append(kwargs["model"].client_kwargs["base_url"].rsplit("/", 2)[-2])
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(smol.SmolAgent, "run", spy_run)
+    monkeypatch.setattr(smol.SmolAgent, "__init__", spy_init)
+    observed = []
+
+    def respond(payload):
+        text = last_user_text(payload)
+        if "observation round" in text:
+            observed.append(text)
+            return {"content": "TASK COMPLETE" if len(observed) == 3 else "CONTINUE"}
+        return {"content": "CONTINUE"}
+
+    with ScriptedChatServer(respond) as srv:
+        (trace,) = run_stack(fake_model_config(srv.base_url, max_steps=5), tmp_path,
+                             framework="smolagents")  # fmt: skip
+    assert trace.status == "ok", trace.error_message
+    assert [(n.node, n.step) for n in trace.node_outputs] == [
+        ("navigate", 1), ("observe", 1), ("interact", 1), ("observe", 2), ("interact", 2),
+        ("observe", 3), ("report", 1),
+    ]  # fmt: skip
+    assert built == ["navigate", "observe", "interact", "report"]  # once per run
+    # every visit was one run of its node's agent, which returned the node's output
+    assert [out for _, out in runs] == [n.text for n in trace.node_outputs]
+    assert [url.rsplit("/", 2)[-2] for url, _ in runs] == [n.node for n in trace.node_outputs]
+    assert trace.n_llm_calls == 7
+
+
+def test_smolagents_system_prompt_and_task_turn(tmp_path, fake_model_config):
+    with ScriptedChatServer(lambda p: {"content": "CONTINUE"}) as srv:
+        cfg = fake_model_config(srv.base_url, max_steps=1, max_tokens=77)
+        (trace,) = run_stack(cfg, tmp_path, framework="smolagents")
+    assert trace.status == "ok", trace.error_message
+    plan = plan_workflow(parse_config(cfg).workflow, parse_config(cfg).generation, REPO)
+    ours = render_prompt(plan.nodes[0], load_tasks("builtin")[0], [], 1, 1, [])
+    first = srv.requests[0]
+    system, user = first["messages"]
+    assert system["role"] == "system"
+    assert system["content"].startswith("You are an expert assistant who can solve any task")
+    assert user == {"role": "user", "content": "New task:\n" + ours}
+    assert first["stop"] == ["Observation:", "Calling tools:"]
+    assert first["max_tokens"] == 77 and "tools" not in first and "stream" not in first
+    # on a tool node: the protocol's tools in smolagents' schema, not its final_answer tool
+    (req,) = [r for r in srv.requests if "tools" in r]
+    offered = {t["function"]["name"]: t["function"] for t in req["tools"]}
+    assert set(offered) == {"python_repl", "sympy", "datetime", "json_parser"}
+    params = offered["json_parser"]["parameters"]
+    assert params["required"] == ["json_string"] and params["properties"]["query"]["nullable"]
+    assert req["tool_choice"] == "auto"
+
+
+def test_refused_calls_are_recorded_in_the_models_order(tmp_path, fake_model_config):
+    good = {"json_string": '{"price": 95}', "query": "price"}
+    calls = [("no_such_tool", {"x": 1}), ("json_parser", good), ("python_repl", '{"code": "1+'),
+             ("sympy", {"expression": 3})]  # fmt: skip
+
+    def respond(payload):
+        return {"tool_calls": calls} if first_interact_turn(payload) else {"content": "done."}
+
+    with ScriptedChatServer(respond) as srv:
+        (trace,) = run_stack(
+            fake_model_config(srv.base_url, max_steps=1), tmp_path, framework="smolagents"
+        )
+    assert trace.status == "ok", trace.error_message
+    assert [c.name for c in trace.tool_calls] == [n for n, _ in calls]
+    unknown, ok, bad_json, bad_type = trace.tool_calls
+    assert not unknown.ok and "unknown tool 'no_such_tool'" in unknown.error
+    assert json.loads(unknown.arguments) == {"x": 1}
+    assert ok.ok and ok.output == "95" and json.loads(ok.arguments) == good
+    assert not bad_json.ok and "not valid JSON" in bad_json.error
+    assert bad_json.arguments == '{"code": "1+'  # unparseable arguments verbatim
+    assert not bad_type.ok and bad_type.error.startswith("arguments are not accepted")
+    # what the model read back: one tool message per call, smolagents' own refusals
+    follow_up = next(r for r in srv.requests if any(m["role"] == "tool" for m in r["messages"]))
+    said = [m["content"] for m in follow_up["messages"] if m["role"] == "tool"]
+    assert said[0].startswith("Unknown tool no_such_tool, should be one of")
+    assert said[1] == "95"
+    assert "not valid JSON" in said[2]
+    assert "Argument expression has type 'integer' but should be 'string'" in said[3]
+
+
+def test_required_tool_choice_holds_for_the_first_turn(tmp_path, fake_model_config):
+    def respond(payload):
+        if first_interact_turn(payload):
+            return {"tool_calls": [("datetime", {})]}
+        return {"content": "done."}
+
+    with ScriptedChatServer(respond) as srv:
+        cfg = fake_model_config(srv.base_url, max_steps=1)
+        cfg["workflow"]["nodes"][2]["tool_choice"] = "required"
+        (trace,) = run_stack(cfg, tmp_path, framework="smolagents")
+    assert trace.status == "ok", trace.error_message
+    choices = [r.get("tool_choice") for r in srv.requests if "tools" in r]
+    assert choices == ["required", "auto"]
+
+
+@pytest.mark.slow
+def test_a_timed_out_run_stops_its_agent(tmp_path, fake_model_config):
+    with ScriptedChatServer(lambda p: {"content": "slow", "sleep": 2}) as srv:
+        (trace,) = run_stack(
+            fake_model_config(srv.base_url, timeout_s=1), tmp_path, framework="smolagents"
+        )
+        time.sleep(2.5)
+        # the abandoned agent made no further call
+        assert len(srv.requests) <= 1
+    assert trace.status == "timeout"
+    assert trace.node_outputs == []
+
+
+def test_an_unreachable_endpoint_is_classified_as_such(fake_model_config):
+    import asyncio
+
+    from mastif.frameworks import RunContext, RunRecorder, get_framework
+    from mastif.protocols.standard import InProcessTransport
+    from mastif.providers.local import free_port
+    from mastif.runner import classify_error
+    from mastif.tools import get_tools
+
+    cfg = parse_config(fake_model_config("http://unused"))
+    ctx = RunContext(
+        run_id="r1",
+        task=load_tasks("builtin")[0],
+        plan=plan_workflow(cfg.workflow, cfg.generation, REPO),
+        generation=cfg.generation,
+        tools=InProcessTransport(get_tools(list(cfg.tools))),
+        recorder=RunRecorder(),
+        gateway_url=f"http://127.0.0.1:{free_port()}/r/r1",  # nobody listens there
+        model_name="fake-model",
+        gateway_token="no-gateway",
+    )
+    with pytest.raises(Exception) as info:
+        asyncio.run(get_framework("smolagents").run(ctx))
+    assert classify_error(info.value) == ("error", "provider_unreachable")
