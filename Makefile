@@ -38,7 +38,7 @@ ifneq ($(PIP_FIND_LINKS),)
 export UV_FIND_LINKS ?= $(PIP_FIND_LINKS)
 endif
 
-.PHONY: setup run test test-fast lint lock dry-run clean llama-wheel
+.PHONY: setup run test test-fast test-real-all lint lock dry-run clean llama-wheel
 
 setup: $(STAMP) $(CHROMIUM)
 
@@ -109,6 +109,11 @@ test: setup
 # time-out (those are marked `slow`); meant to finish within 5 minutes
 test-fast: setup
 	$(BIN)/python -m pytest -m "not slow" -n $(TEST_WORKERS)
+
+# every framework under every protocol on the real model (make test runs LlamaIndex and
+# smolagents under standard only): ~5 more minutes
+test-real-all: setup
+	MASTIF_REAL_ALL=1 $(BIN)/python -m pytest tests/test_frameworks_real.py
 
 lint: setup
 	$(BIN)/snakemake --lint

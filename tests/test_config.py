@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from mastif.config import ConfigError, load_config, parse_config
+from mastif.frameworks import FRAMEWORKS, PAPER_FRAMEWORKS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -49,6 +50,12 @@ def test_protocol_options_and_hierarchical_shape_are_checked(base_config):
     hierarchical = load_config(REPO / "config/experiments/hierarchical.yaml",
                                base=REPO / "config/config.yaml")  # fmt: skip
     assert hierarchical.workflow.shape == "hierarchical" and len(hierarchical.stacks()) == 12
+    six = load_config(
+        REPO / "config/experiments/frameworks6.yaml", base=REPO / "config/config.yaml"
+    )
+    assert set(six.frameworks) == set(FRAMEWORKS) and len(six.stacks()) == 18
+    # the default grid stays the seed paper's four
+    assert tuple(load_config(REPO / "config/config.yaml").frameworks) == PAPER_FRAMEWORKS
 
 
 def test_defaults_filled_when_sections_missing(base_config):
