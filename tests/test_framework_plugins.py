@@ -85,3 +85,35 @@ def test_a_registered_name_that_cannot_load_is_a_clear_error(tmp_path, monkeypat
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(FrameworkNotFound, match=r"'broken' is registered as 'no_such_module:X'"):
         get_framework("broken")
+
+
+def test_the_runner_closes_what_a_framework_opened_for_the_run(
+    tiny_installed, tmp_path, fake_model_config, monkeypatch
+):
+    # frameworks keep per-run objects in ctx.built and their open resources in
+    # ctx.resources; the runner closes them when the run ends, also on a timeout
+    import asyncio
+
+    import tiny_framework
+
+    closed: list[str] = []
+    real_run = tiny_framework.TinyAdapter.run
+
+    async def run(self, ctx):
+        ctx.built["tiny"] = object()
+        ctx.resources.push_async_callback(asyncio.sleep, 0)
+        ctx.resources.callback(lambda: closed.append(ctx.run_id))
+        if ctx.task.task_id == "slow":
+            await asyncio.sleep(60)
+        return await real_run(self, ctx)
+
+    monkeypatch.setattr(tiny_framework.TinyAdapter, "run", run)
+    from mastif.tasks import load_tasks
+
+    first = load_tasks("builtin")[0]
+    slow = first.model_copy(update={"task_id": "slow"})
+    with ScriptedChatServer(lambda payload: {"content": "Done. TASK COMPLETE"}) as srv:
+        cfg = fake_model_config(srv.base_url, max_steps=1, timeout_s=2)
+        traces = run_stack(cfg, tmp_path, [first, slow], framework="tiny")
+    assert [t.status for t in traces] == ["ok", "timeout"]
+    assert closed == [t.run_id for t in traces]

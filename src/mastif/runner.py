@@ -227,6 +227,10 @@ async def _run_task(
             error_message = f"run exceeded timeout_s={gen.timeout_s}"
     finally:
         await ctx.cancel_delegated()  # agents' work for a run that ended must not go on
+        try:
+            await ctx.close()  # what the frameworks opened for the run (clients, sessions)
+        except Exception:  # noqa: BLE001 - a failing close must not lose the run's row
+            log.warning("run %s: closing its framework resources failed", run_id, exc_info=True)
     wall = time.perf_counter() - t0
     in_flight = gateway.in_flight(run_id)  # calls the run's end cut short still count
     state = await asyncio.to_thread(web.end_run, run_id)

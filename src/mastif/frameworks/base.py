@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -147,7 +148,20 @@ class RunContext:
     #: objects a framework builds once per run (its agents, models, tools), reused by every
     #: node visit of the run (``run_node`` under A2A) and dropped with the run's context
     built: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: what those objects hold open (clients, MCP sessions): entered by the framework,
+    #: closed by the runner when the run ends, whatever way it ends (:meth:`close`)
+    resources: contextlib.AsyncExitStack = field(
+        default_factory=contextlib.AsyncExitStack, repr=False
+    )
     _delegated: set[asyncio.Future[str]] = field(default_factory=set, repr=False)
+
+    async def close(self) -> None:
+        """Close what the run's frameworks opened for it (:attr:`resources`) and drop what
+        they built. The runner calls this once, after the run's work ended or was cancelled."""
+        try:
+            await self.resources.aclose()
+        finally:
+            self.built.clear()
 
     def llm_base_url(self, node: str) -> str:
         return f"{self.gateway_url}/{node}/v1"
