@@ -6,6 +6,7 @@ Scripted model (tests.fakes.ScriptedChatServer) behind the real gateway, SK runt
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from pathlib import Path
@@ -187,6 +188,39 @@ def test_the_workflow_is_an_sk_process_on_one_kernel(tmp_path, sk_config, monkey
     assert len(kernels) == len(expected) and len({id(k) for k in kernels}) == 1
     assert services == ["navigate", "observe", "interact", "report"]  # built once
     assert trace.final_answer == "CONTINUE"
+
+
+def test_a2a_node_visits_reuse_the_runs_kernel(tmp_path, sk_config, monkeypatch):
+    """Under A2A every node visit is a run_node call; the kernel and its chat services (one
+    per node of the plan) are opened once per run, and closed when the run ends."""
+    services, opened, closed = [], [], []
+    chat_service = sk_adapter.chat_service
+    open_kernel = sk_adapter.SemanticKernelAdapter.open_kernel
+
+    def spy_chat_service(ctx, node, client):
+        services.append(node)
+        return chat_service(ctx, node, client)
+
+    @contextlib.asynccontextmanager
+    async def spy_open_kernel(self, ctx, nodes):
+        async with open_kernel(self, ctx, nodes) as kernel:
+            opened.append(kernel)
+            try:
+                yield kernel
+            finally:
+                closed.append(kernel)
+
+    monkeypatch.setattr(sk_adapter, "chat_service", spy_chat_service)
+    monkeypatch.setattr(sk_adapter.SemanticKernelAdapter, "open_kernel", spy_open_kernel)
+    with ScriptedChatServer(lambda payload: {"content": "CONTINUE"}) as srv:
+        cfg = sk_config(srv.base_url, max_steps=2)
+        cfg["protocols"] = ["a2a"]
+        (trace,) = run_stack(cfg, tmp_path)
+    assert trace.status == "ok", trace.error_message
+    assert len(trace.node_outputs) == 6
+    assert len(opened) == 1  # one kernel for the run, not one per visit
+    assert services == ["navigate", "observe", "interact", "report"]  # once per node
+    assert closed == opened  # closed with the run (ctx.resources)
 
 
 class ScriptedRun(sk_adapter.WorkflowRun):

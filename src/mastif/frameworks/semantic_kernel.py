@@ -19,11 +19,16 @@ Orchestration. The workflow is an SK process (the Process Framework, experimenta
 (``start``). Each step emits an event its edges route: DONE to the next node, CONTINUE to the
 next loop node (the last one's to the first, with the next round's step), STOP out of the
 loop (a ``stop_when`` match, or the last round done) — the rules of
-``mastif.workflow.drive_workflow``; the final answer is the last node output. The kernel,
-its chat services and clients and the process are built once per run; the process runs on a
-kernel of its own (SK's runtime adds each step to its kernel as a plugin, which automatic
-function calling would offer the model as tools). The history every prompt shows is the
-run's (``WorkflowRun``), not the process's.
+``mastif.workflow.drive_workflow``; the final answer is the last node output. The process
+runs on a kernel of its own (SK's runtime adds each step to its kernel as a plugin, which
+automatic function calling would offer the model as tools). The history every prompt shows
+is the run's (``WorkflowRun``), not the process's.
+
+The kernel, its chat services (one per node of the plan) and their clients, and under
+``mcp`` SK's MCP plugin session, are opened once per run, on first use
+(:meth:`SemanticKernelAdapter.kernel`): kept in ``ctx.built``, entered into
+``ctx.resources`` (closed by the runner when the run ends). The process and, for an
+orchestrator (``a2a``, the hierarchical shape), every ``run_node`` visit use that one kernel.
 
 Tools on the wire are the same as in the other frameworks. By itself SK would offer a
 function as ``<plugin>-<name>`` with a parameters object it rebuilds from the parameter
@@ -477,15 +482,26 @@ class SemanticKernelAdapter:
             raise
 
     async def run_node(self, ctx: RunContext, node: PlannedNode, step: int, prompt: str) -> str:
-        """One visit of ``node`` with the given prompt (for orchestrators), on a kernel of its own."""
+        """One visit of ``node`` with the given prompt (for orchestrators), on the run's kernel."""
         try:
-            async with self.open_kernel(ctx, [node]) as kernel:
-                return await self.ask(ctx, kernel, node, step, prompt)
+            return await self.ask(ctx, await self.kernel(ctx), node, step, prompt)
         except KernelException as exc:
             cause = provider_exception(exc)
             if cause is not None:
                 raise cause from exc
             raise
+
+    async def kernel(self, ctx: RunContext) -> RecordingKernel:
+        """The run's kernel (tools, a chat service per node of the plan), opened on its first
+        use and kept with its context; its clients and MCP session close with the run
+        (``ctx.resources``). Every node visit of the run, by the process or by an
+        orchestrator's ``run_node``, is made on it."""
+        kernel = ctx.built.get(self.name)
+        if kernel is None:
+            opened = self.open_kernel(ctx, ctx.plan.nodes)
+            kernel = ctx.built[self.name] = await ctx.resources.enter_async_context(opened)
+        assert isinstance(kernel, RecordingKernel)
+        return kernel
 
     @asynccontextmanager
     async def open_kernel(
@@ -522,16 +538,15 @@ class SemanticKernelAdapter:
     async def _run(self, ctx: RunContext) -> str:
         """The workflow as an SK process on the local runtime (see :func:`workflow_process`)."""
         plan = ctx.plan
-        async with self.open_kernel(ctx, plan.nodes) as kernel:
-            run = WorkflowRun(self, ctx, kernel)
-            process = workflow_process(plan, run)
-            # a superstep per node visit, and one to find nothing left to do
-            visits = len(plan.before) + len(plan.loop) * plan.max_steps + len(plan.after)
-            await start(
-                process, run.process_kernel, NodeEvents.START, max_supersteps=visits + 2, data=1
-            )
-            if run.error is not None:  # SK made an OnError event of it, with its text only
-                raise run.error
+        run = WorkflowRun(self, ctx, await self.kernel(ctx))
+        process = workflow_process(plan, run)
+        # a superstep per node visit, and one to find nothing left to do
+        visits = len(plan.before) + len(plan.loop) * plan.max_steps + len(plan.after)
+        await start(
+            process, run.process_kernel, NodeEvents.START, max_supersteps=visits + 2, data=1
+        )
+        if run.error is not None:  # SK made an OnError event of it, with its text only
+            raise run.error
         return run.outputs[-1].text if run.outputs else ""
 
     async def ask(
