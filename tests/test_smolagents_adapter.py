@@ -183,3 +183,112 @@ def test_an_unreachable_endpoint_is_classified_as_such(fake_model_config):
     with pytest.raises(Exception) as info:
         asyncio.run(get_framework("smolagents").run(ctx))
     assert classify_error(info.value) == ("error", "provider_unreachable")
+
+
+class _Spies:
+    """Counts what the adapter builds for a run and checks that it was closed."""
+
+    def __init__(self, monkeypatch):
+        self.agents, self.models, self.bridges, self.workers, self.mcps = [], [], [], [], []
+        self.shut, self.disconnected = [], []
+        spies = self
+        real_agent_init, real_model_init = smol.SmolAgent.__init__, smol.GatewayModel.__init__
+        real_bridge = smol._Bridge
+
+        def agent_init(agent, *args, **kwargs):
+            spies.agents.append(agent)
+            real_agent_init(agent, *args, **kwargs)
+
+        def model_init(model, *args, **kwargs):
+            spies.models.append(model)
+            real_model_init(model, *args, **kwargs)
+
+        def bridge(*args, **kwargs):
+            spies.bridges.append(real_bridge(*args, **kwargs))
+            return spies.bridges[-1]
+
+        class Worker(smol.ThreadPoolExecutor):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                spies.workers.append(self)
+
+            def shutdown(self, *args, **kwargs):
+                spies.shut.append(self)
+                super().shutdown(*args, **kwargs)
+
+        class Client(smol.MCPClient):
+            def __init__(self, *args, **kwargs):
+                spies.mcps.append(self)
+                super().__init__(*args, **kwargs)
+
+            def disconnect(self, *args, **kwargs):
+                spies.disconnected.append(self)
+                super().disconnect(*args, **kwargs)
+
+        monkeypatch.setattr(smol.SmolAgent, "__init__", agent_init)
+        monkeypatch.setattr(smol.GatewayModel, "__init__", model_init)
+        monkeypatch.setattr(smol, "_Bridge", bridge)
+        monkeypatch.setattr(smol, "ThreadPoolExecutor", Worker)
+        monkeypatch.setattr(smol, "MCPClient", Client)
+
+    def assert_closed(self):
+        assert self.shut == self.workers  # every worker thread shut down
+        assert self.disconnected == self.mcps  # every MCP client disconnected
+        for bridge in self.bridges:
+            assert bridge.cancelled.is_set()  # its agents interrupted
+            assert bridge.clients and all(c.is_closed for c in bridge.clients)
+
+
+def test_a2a_node_visits_reuse_the_runs_agents(tmp_path, fake_model_config, monkeypatch):
+    """Under A2A every node visit is a run_node call: the agents, their models and the
+    worker thread are built once per run, and closed (ctx.resources) when the run ends."""
+    spies = _Spies(monkeypatch)
+    with ScriptedChatServer(lambda payload: {"content": "CONTINUE"}) as srv:
+        cfg = fake_model_config(srv.base_url, max_steps=2)
+        cfg["protocols"] = ["a2a"]
+        (trace,) = run_stack(cfg, tmp_path, framework="smolagents")
+    assert trace.status == "ok", trace.error_message
+    assert len(trace.node_outputs) == 6  # six visits
+    assert len(spies.bridges) == len(spies.workers) == 1  # one per run, not per visit
+    assert len(spies.agents) == len(spies.models) == 4  # one per workflow node
+    assert spies.mcps == []
+    spies.assert_closed()
+
+
+def test_hierarchical_visits_under_mcp_share_one_mcp_client(
+    tmp_path, fake_model_config, monkeypatch
+):
+    """The hierarchical shape under MCP: decomposer, two worker visits and synthesiser are
+    run_node calls on one set of agents and one MCP client, disconnected at the run's end."""
+    spies = _Spies(monkeypatch)
+
+    def respond(payload):
+        text = last_user_text(payload)
+        if "Split the task" in text:
+            return {"content": "1. Find the flights page.\n2. Compare the prices."}
+        if "Your subtask:" in text and payload["messages"][-1]["role"] == "user":
+            return {"tool_calls": [("datetime", {})]}
+        return {"content": "Final report."}
+
+    with ScriptedChatServer(respond) as srv:
+        cfg = fake_model_config(srv.base_url)
+        cfg["protocols"] = ["mcp"]
+        cfg["workflow"] = {
+            "shape": "hierarchical",
+            "max_subtasks": 2,
+            "nodes": [
+                {"name": "decompose", "prompt": "config/prompts/decompose.md",
+                 "output_key": "subtasks"},
+                {"name": "worker", "prompt": "config/prompts/worker.md",
+                 "output_key": "worker_report", "use_tools": True},
+                {"name": "synthesise", "prompt": "config/prompts/synthesise.md",
+                 "output_key": "final_report"},
+            ],
+        }  # fmt: skip
+        (trace,) = run_stack(cfg, tmp_path, framework="smolagents")
+    assert trace.status == "ok", trace.error_message
+    assert [n.node for n in trace.node_outputs] == ["decompose", "worker", "worker", "synthesise"]
+    assert [c.name for c in trace.tool_calls] == ["datetime", "datetime"]
+    assert len(spies.bridges) == len(spies.workers) == len(spies.mcps) == 1
+    assert len(spies.agents) == len(spies.models) == 3
+    spies.assert_closed()

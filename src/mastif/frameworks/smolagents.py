@@ -10,7 +10,10 @@ rules as :func:`mastif.workflow.drive_workflow`), and each node visit is one
 ``ToolCallingAgent.run`` -- smolagents' own step loop (``MultiStepAgent._run_stream``):
 model call, tool calls, observation, next step, until a final answer or ``max_steps``.
 One agent per workflow node, each with its own ``OpenAIModel`` at the node's gateway URL,
-built once per run; a visit is ``agent.run(prompt, reset=True)``.
+built once per run; a visit is ``agent.run(prompt, reset=True)``. Orchestrators (A2A, the
+hierarchical shape) call :meth:`SmolagentsAdapter.run_node` once per visit: it reuses the
+run's agents, models, worker thread and MCP client, built on the run's first visit, kept in
+``ctx.built`` and closed through ``ctx.resources`` when the run ends.
 
 What smolagents adds by itself and keeps: its system prompt (``toolcalling_agent.yaml``:
 an "expert assistant" ReAct prompt with examples and the list of the agent's tools,
@@ -116,13 +119,17 @@ class _Bridge:
     clients: list[httpx.Client] = field(default_factory=list)
     agents: list[ToolCallingAgent] = field(default_factory=list)
     mcp: MCPClient | None = None
+    #: orders cancel() and adopt_mcp(): an MCP client connected after the run's end is
+    #: disconnected by the worker, one connected before by the run's close
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def check(self) -> None:
         if self.cancelled.is_set():
             raise RunCancelled()
 
     def cancel(self) -> None:
-        self.cancelled.set()
+        with self.lock:
+            self.cancelled.set()
         for agent in self.agents:
             agent.interrupt()
         for client in self.clients:
@@ -130,6 +137,16 @@ class _Bridge:
                 client.close()  # a request in flight fails at once
             except Exception:  # noqa: BLE001, S110 - best effort
                 pass
+
+    def adopt_mcp(self, client: MCPClient) -> None:
+        """Keep the run's MCP client for the run's close; if the run already ended (its
+        build was cut short), disconnect it here instead."""
+        with self.lock:
+            if not self.cancelled.is_set():
+                self.mcp = client
+                return
+        client.disconnect()
+        raise RunCancelled()
 
     def call_tool(self, name: str, arguments: Any) -> ToolResult:
         """``ctx.call_tool`` on the run's event loop, from the agents' thread."""
@@ -363,8 +380,9 @@ def mcp_tools(bridge: _Bridge) -> list[Tool]:
     params: dict[str, Any] = {"url": ctx.mcp_url, "transport": "streamable-http"}
     if ctx.mcp_http is not None:
         params["httpx_client_factory"] = ctx.mcp_http
-    bridge.mcp = MCPClient(params, structured_output=False)
-    return list(bridge.mcp.get_tools())
+    client = MCPClient(params, structured_output=False)
+    bridge.adopt_mcp(client)
+    return list(client.get_tools())
 
 
 def build_agents(bridge: _Bridge, nodes: tuple[PlannedNode, ...]) -> dict[str, SmolAgent]:
@@ -434,6 +452,27 @@ PRIVATE_MEMBERS: tuple[PrivateMember, ...] = (
 )  # fmt: skip
 
 
+@dataclass
+class _RunObjects:
+    """What a run builds once: its worker thread and one agent per workflow node."""
+
+    bridge: _Bridge
+    worker: ThreadPoolExecutor
+    agents: dict[str, SmolAgent]
+
+    def in_worker(self, fn: Callable[..., Any], *args: Any) -> Awaitable[Any]:
+        return self.bridge.loop.run_in_executor(
+            self.worker, contextvars.copy_context().run, fn, *args
+        )
+
+    async def visit(self, node: PlannedNode, step: int, prompt: str) -> str:
+        """One visit of ``node``: one ``agent.run`` of its agent, in the worker thread."""
+        self.bridge.ctx.at(node.name, step)
+        return await self.in_worker(
+            visit_node, self.bridge, self.agents[node.name], _Visit(node, step), prompt
+        )
+
+
 class SmolagentsAdapter:
     name = "smolagents"
     #: the distributions a run uses (mastif.provenance): smolagents' MCP client under mcp
@@ -442,27 +481,18 @@ class SmolagentsAdapter:
     private_members = PRIVATE_MEMBERS
 
     @asynccontextmanager
-    async def _session(
-        self, ctx: RunContext, nodes: tuple[PlannedNode, ...]
-    ) -> AsyncIterator[Callable[..., Awaitable[str]]]:
-        """The run's worker thread and agents; yields ``visit(node, step, prompt) -> text``."""
+    async def _session(self, ctx: RunContext) -> AsyncIterator[_RunObjects]:
+        """The run's worker thread and agents (one per workflow node), closed on exit:
+        every agent interrupted, every HTTP client closed, the MCP client disconnected,
+        the worker shut down. :meth:`run` holds it for the run; :meth:`run_node` enters
+        it once per run into ``ctx.resources``."""
         loop = asyncio.get_running_loop()
         bridge = _Bridge(ctx, loop)
         worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"smol-{ctx.run_id[:8]}")
-
-        def in_worker(fn: Callable[..., Any], *args: Any) -> Awaitable[Any]:
-            return loop.run_in_executor(worker, contextvars.copy_context().run, fn, *args)
-
         try:
-            agents = await in_worker(build_agents, bridge, nodes)
-
-            async def visit(node: PlannedNode, step: int, prompt: str) -> str:
-                ctx.at(node.name, step)
-                return await in_worker(
-                    visit_node, bridge, agents[node.name], _Visit(node, step), prompt
-                )
-
-            yield visit
+            objects = _RunObjects(bridge, worker, {})
+            objects.agents = await objects.in_worker(build_agents, bridge, ctx.plan.nodes)
+            yield objects
         finally:
             bridge.cancel()  # a cancelled run must not go on in its worker thread
             if bridge.mcp is not None:
@@ -470,10 +500,21 @@ class SmolagentsAdapter:
                 await loop.run_in_executor(None, mcp.disconnect)
             worker.shutdown(wait=False, cancel_futures=True)
 
+    async def objects(self, ctx: RunContext) -> _RunObjects:
+        """The run's agents for :meth:`run_node`: built on the run's first visit, kept in
+        ``ctx.built`` and closed with ``ctx.resources`` when the run ends."""
+        built = ctx.built.get(self.name)
+        if built is None:
+            built = await ctx.resources.enter_async_context(self._session(ctx))
+            ctx.built[self.name] = built
+        assert isinstance(built, _RunObjects)
+        return built
+
     async def run(self, ctx: RunContext) -> str:
         plan = ctx.plan
         tool_names = ctx.tool_names()
-        async with self._session(ctx, plan.nodes) as visit:
+        async with self._session(ctx) as objects:
+            visit = objects.visit
 
             async def execute(node: PlannedNode, step: int) -> str:
                 use_tools = node.spec.use_tools and bool(tool_names)
@@ -505,6 +546,7 @@ class SmolagentsAdapter:
         return outputs[-1].text if outputs else ""
 
     async def run_node(self, ctx: RunContext, node: PlannedNode, step: int, prompt: str) -> str:
-        """One visit of ``node`` with the given prompt (for orchestrators): one agent run."""
-        async with self._session(ctx, (node,)) as visit:
-            return await visit(node, step, prompt)
+        """One visit of ``node`` with the given prompt (for orchestrators): one run of the
+        node's agent, built once per run (:meth:`objects`)."""
+        objects = await self.objects(ctx)
+        return await objects.visit(node, step, prompt)
