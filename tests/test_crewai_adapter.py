@@ -263,3 +263,46 @@ def test_the_flow_visits_nodes_as_drive_workflow_does(before, loop, after, max_s
     seen, visit = recorder()
     asyncio.run(build_flow(plan, visit).kickoff_async())
     assert seen == expected
+
+
+def test_a2a_node_visits_reuse_the_runs_agents(tmp_path, fake_model_config, monkeypatch):
+    """Under A2A every node visit is a run_node call; the agents, their model clients and
+    the tools are built once per run, and the clients are closed when the run ends."""
+    from mastif.frameworks import crewai as crewai_adapter
+
+    agents, llms, toolsets = [], [], []
+    real_build_agent = crewai_adapter.build_agent
+    real_gateway_llm = crewai_adapter.gateway_llm
+    real_crewai_tools = crewai_adapter.crewai_tools
+    real_mcp_tools = crewai_adapter.mcp_tools
+
+    def spy_build_agent(*args, **kwargs):
+        agents.append(real_build_agent(*args, **kwargs))
+        return agents[-1]
+
+    def spy_gateway_llm(*args, **kwargs):
+        llms.append(real_gateway_llm(*args, **kwargs))
+        return llms[-1]
+
+    def spy_tools(real):
+        def spy(*args, **kwargs):
+            toolsets.append(real(*args, **kwargs))
+            return toolsets[-1]
+
+        return spy
+
+    monkeypatch.setattr(crewai_adapter, "build_agent", spy_build_agent)
+    monkeypatch.setattr(crewai_adapter, "gateway_llm", spy_gateway_llm)
+    monkeypatch.setattr(crewai_adapter, "crewai_tools", spy_tools(real_crewai_tools))
+    monkeypatch.setattr(crewai_adapter, "mcp_tools", spy_tools(real_mcp_tools))
+    with ScriptedChatServer(lambda payload: {"content": "CONTINUE"}) as srv:
+        cfg = fake_model_config(srv.base_url, max_steps=2)
+        cfg["protocols"] = ["a2a"]
+        (trace,) = run_stack(cfg, tmp_path, framework="crewai")
+    assert trace.status == "ok", trace.error_message
+    assert len(trace.node_outputs) == 6
+    assert len(agents) == 4  # one per workflow node, not one per visit
+    assert len(llms) == 4
+    assert len(toolsets) == 1
+    # the run's model clients were closed when it ended (ctx.resources)
+    assert all(llm._client is not None and llm._client.is_closed() for llm in llms)

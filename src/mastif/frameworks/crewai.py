@@ -77,6 +77,12 @@ cancellation reaches the Flow's ``kickoff_async`` at the awaited visit; the adap
 marks the run cancelled and closes the run's HTTP clients: the request in flight fails
 and the abandoned crew stops at once instead of running on in the background.
 
+Run objects. The worker thread, the agents with their model clients and the tools are built
+on a run's first use -- by ``run`` or, for orchestrators (``a2a``, the hierarchical shape),
+by the first ``run_node`` -- kept in ``ctx.built`` and reused by every visit of the run
+(:meth:`CrewAIAdapter.objects`); their closing (the clients, the worker thread) is in
+``ctx.resources``, which the runner closes when the run ends, on timeout too.
+
 Telemetry, trace upload and interactive prompts are off (environment switches set before
 CrewAI is imported, ``Crew(tracing=False)``, ``Flow(tracing=False)``); no memory,
 knowledge, planning, reasoning or delegation. The workflow Flow creates no ``Memory`` (a
@@ -106,9 +112,8 @@ import json  # noqa: E402
 import keyword  # noqa: E402
 import logging  # noqa: E402
 import threading  # noqa: E402
-from collections.abc import AsyncIterator, Awaitable, Callable  # noqa: E402
+from collections.abc import Awaitable, Callable  # noqa: E402
 from concurrent.futures import ThreadPoolExecutor  # noqa: E402
-from contextlib import asynccontextmanager  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -694,6 +699,36 @@ PRIVATE_MEMBERS: tuple[PrivateMember, ...] = (
 )  # fmt: skip
 
 
+@dataclass
+class _RunObjects:
+    """A run's CrewAI objects (``ctx.built["crewai"]``): its worker thread, the bridge to it
+    and one agent (with its model client) per node; the tools are the agents'."""
+
+    bridge: _Bridge
+    worker: ThreadPoolExecutor
+    agents: dict[str, Agent] = field(default_factory=dict)
+
+    async def in_worker(self, fn: Callable[..., Any], *args: Any) -> Any:
+        run_in_context = contextvars.copy_context().run
+        return await self.bridge.loop.run_in_executor(self.worker, run_in_context, fn, *args)
+
+    async def crew(self, node: PlannedNode, step: int, prompt: str) -> str:
+        """One visit of ``node``: its agent on a one-task crew, in the run's worker thread."""
+        ctx = self.bridge.ctx
+        agent = self.agents.get(node.name)
+        if agent is None:  # a node outside the plan (not expected): built once, too
+            (agent,) = (await self.in_worker(build_agents, ctx, (node,), self.bridge)).values()
+            self.agents[node.name] = agent
+        ctx.at(node.name, step)
+        visit = _Visit(node, step, ctx.generation.max_tool_rounds)
+        text: str = await self.in_worker(kickoff, agent, visit, self.bridge, prompt)
+        return text
+
+    def close(self) -> None:
+        self.bridge.cancel()  # a cancelled run must not go on in its worker thread
+        self.worker.shutdown(wait=False, cancel_futures=True)
+
+
 class CrewAIAdapter:
     name = "crewai"
     #: the distributions a run uses (mastif.provenance): CrewAI's MCP client under mcp
@@ -701,40 +736,32 @@ class CrewAIAdapter:
     mcp_packages = ("mcp",)
     private_members = PRIVATE_MEMBERS
 
-    @asynccontextmanager
-    async def _session(
-        self, ctx: RunContext, nodes: tuple[PlannedNode, ...]
-    ) -> AsyncIterator[Callable[..., Awaitable[str]]]:
-        """A worker thread and the agents of ``nodes`` for a run; yields
-        ``crew(node, step, prompt) -> text``, one node visit."""
-        loop = asyncio.get_running_loop()
-        bridge = _Bridge(ctx, loop)
-        worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"crewai-{ctx.run_id[:8]}")
-
-        async def in_worker(fn: Callable[..., Any], *args: Any) -> Any:
-            run_in_context = contextvars.copy_context().run
-            return await loop.run_in_executor(worker, run_in_context, fn, *args)
-
-        try:
-            agents: dict[str, Agent] = await in_worker(build_agents, ctx, nodes, bridge)
-
-            async def crew(node: PlannedNode, step: int, prompt: str) -> str:
-                ctx.at(node.name, step)
-                visit = _Visit(node, step, ctx.generation.max_tool_rounds)
-                text: str = await in_worker(kickoff, agents[node.name], visit, bridge, prompt)
-                return text
-
-            yield crew
-        finally:
-            bridge.cancel()  # a cancelled run must not go on in its worker thread
-            worker.shutdown(wait=False, cancel_futures=True)
+    async def objects(self, ctx: RunContext) -> _RunObjects:
+        """The run's worker thread, agents, model clients and tools: built on its first use
+        (by ``run`` or the first ``run_node``), kept in ``ctx.built`` and reused by every
+        visit of the run; closed through ``ctx.resources`` when the run ends (on timeout too:
+        closing the clients stops the abandoned crew's request in flight)."""
+        built = ctx.built.get(self.name)
+        if built is None:
+            loop = asyncio.get_running_loop()
+            bridge = _Bridge(ctx, loop)
+            worker = ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix=f"crewai-{ctx.run_id[:8]}"
+            )
+            built = _RunObjects(bridge, worker)
+            ctx.resources.callback(built.close)  # before building: nothing may leak
+            built.agents = await built.in_worker(build_agents, ctx, ctx.plan.nodes, bridge)
+            ctx.built[self.name] = built
+        assert isinstance(built, _RunObjects)
+        return built
 
     async def run(self, ctx: RunContext) -> str:
         """The workflow as a CrewAI Flow (:func:`workflow_flow`), run in the job's event loop
         with ``kickoff_async``; each node visit is the node's agent on a one-task crew."""
         plan = ctx.plan
         tool_names = ctx.tool_names()
-        async with self._session(ctx, plan.nodes) as crew:
+        objects = await self.objects(ctx)
+        try:
 
             async def visit(node: PlannedNode, step: int) -> str:
                 use_tools = node.spec.use_tools and bool(tool_names)
@@ -743,15 +770,23 @@ class CrewAIAdapter:
                     tool_names if use_tools else [], prompt_format=plan.prompt_format,
                     tool_calls=ctx.recorder.tool_calls, page=await ctx.page_for(node),
                 )  # fmt: skip
-                text = await crew(node, step, prompt)
+                text = await objects.crew(node, step, prompt)
                 ctx.recorder.node_output(node.name, step, node.spec.output_key, text)
                 return text
 
             await build_flow(plan, visit).kickoff_async()
+        except asyncio.CancelledError:
+            objects.bridge.cancel()  # at once: the abandoned crew must not go on
+            raise
         outputs = ctx.recorder.node_outputs
         return outputs[-1].text if outputs else ""
 
     async def run_node(self, ctx: RunContext, node: PlannedNode, step: int, prompt: str) -> str:
-        """One visit of ``node`` with the given prompt (for orchestrators): one crew."""
-        async with self._session(ctx, (node,)) as crew:
-            return await crew(node, step, prompt)
+        """One visit of ``node`` with the given prompt (for orchestrators): one crew, on the
+        node's agent of the run (built once per run, :meth:`objects`)."""
+        objects = await self.objects(ctx)
+        try:
+            return await objects.crew(node, step, prompt)
+        except asyncio.CancelledError:
+            objects.bridge.cancel()  # at once: the abandoned crew must not go on
+            raise
