@@ -44,6 +44,8 @@ class GraphState(TypedDict):
     wants_tools: bool
     step: int
     done: bool
+    #: a single-visit graph's prompt (run_node: the orchestrator rendered it), else ""
+    prompt: str
 
 
 def message_text(msg: BaseMessage) -> str:
@@ -135,16 +137,16 @@ class LangGraphAdapter:
         ctx: RunContext,
         tools: list[BaseTool],
         plan: WorkflowPlan | None = None,
-        fixed_prompt: str | None = None,
+        single: bool = False,
     ) -> Any:
         """The graph of ``plan`` (the run's plan by default).
 
-        With ``fixed_prompt`` the plan is a single node visit whose prompt is given (a node
-        run for an orchestrator: :meth:`run_node`); the step comes from the initial state.
+        ``single``: the plan is one node visit whose prompt and step come in the initial
+        state (a node run for an orchestrator: :meth:`run_node`), so the graph is built
+        once per node and run and invoked for every visit.
         """
         plan = plan or ctx.plan
         gen = ctx.generation
-        single = fixed_prompt is not None
         builder = StateGraph(GraphState)
 
         def model_node(node: PlannedNode, last_in_loop: bool):  # type: ignore[no-untyped-def]
@@ -158,12 +160,12 @@ class LangGraphAdapter:
                 rounds = 0 if fresh else state["tool_rounds"]
                 update: list[BaseMessage] = []
                 if fresh:
-                    prompt = fixed_prompt or render_prompt(
+                    prompt = state["prompt"] if single else render_prompt(
                         node, ctx.task, state["outputs"], step, plan.max_steps,
                         [t.name for t in tools] if use_tools else [],
                         prompt_format=plan.prompt_format,
                         tool_calls=ctx.recorder.tool_calls,
-                        page=None if fixed_prompt else await ctx.page_for(node),
+                        page=await ctx.page_for(node),
                     )  # fmt: skip
                     update = [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage(prompt)]
                     history = [HumanMessage(prompt)]
@@ -243,12 +245,14 @@ class LangGraphAdapter:
             builder.add_conditional_edges(n.name, route, targets)
         return builder.compile()
 
-    async def _invoke(self, graph: Any, ctx: RunContext, plan: WorkflowPlan, step: int) -> Any:
+    async def _invoke(
+        self, graph: Any, ctx: RunContext, plan: WorkflowPlan, step: int, prompt: str = ""
+    ) -> Any:
         per_visit = 2 * ctx.generation.max_tool_rounds + 1
         visits = len(plan.before) + len(plan.loop) * plan.max_steps + len(plan.after)
         return await graph.ainvoke(
             {"outputs": [], "messages": [], "active": "", "tool_rounds": 0, "wants_tools": False,
-             "step": step, "done": False},
+             "step": step, "done": False, "prompt": prompt},
             config={"recursion_limit": visits * per_visit + 5},
         )  # fmt: skip
 
@@ -259,10 +263,17 @@ class LangGraphAdapter:
         return outputs[-1].text if outputs else ""
 
     async def run_node(self, ctx: RunContext, node: PlannedNode, step: int, prompt: str) -> str:
-        """One visit of ``node`` with the given prompt, as a one-node graph (for orchestrators)."""
+        """One visit of ``node`` with the given prompt (for orchestrators): a one-node graph,
+        compiled once per node and run (with the run's tools, loaded once) and reused by
+        every visit of that node."""
         plan = WorkflowPlan((node,), (), (), ctx.plan.max_steps)
-        tools = await load_tools(ctx) if node.spec.use_tools else []
-        graph = self.build_graph(ctx, tools, plan, fixed_prompt=prompt)
-        final = await self._invoke(graph, ctx, plan, step)
+        built = ctx.built.setdefault(self.name, {"graphs": {}})
+        if node.spec.use_tools and "tools" not in built:
+            built["tools"] = await load_tools(ctx)
+        graph = built["graphs"].get(node.name)
+        if graph is None:
+            tools = built.get("tools", []) if node.spec.use_tools else []
+            graph = built["graphs"][node.name] = self.build_graph(ctx, tools, plan, single=True)
+        final = await self._invoke(graph, ctx, plan, step, prompt)
         outputs: list[NodeOutput] = final["outputs"]
         return outputs[-1].text if outputs else ""
