@@ -111,7 +111,6 @@ import functools  # noqa: E402
 import json  # noqa: E402
 import keyword  # noqa: E402
 import logging  # noqa: E402
-import threading  # noqa: E402
 from collections.abc import Awaitable, Callable  # noqa: E402
 from concurrent.futures import ThreadPoolExecutor  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
@@ -133,8 +132,8 @@ from crewai.utilities.pydantic_schema_utils import create_model_from_schema  # n
 from pydantic import PrivateAttr  # noqa: E402
 
 from mastif.frameworks.base import RunContext  # noqa: E402
+from mastif.frameworks.threadbridge import ThreadBridge  # noqa: E402
 from mastif.provenance import PrivateMember, private_members_of  # noqa: E402
-from mastif.tools import ToolResult  # noqa: E402
 from mastif.workflow import PlannedNode, WorkflowPlan, render_prompt  # noqa: E402
 
 
@@ -148,10 +147,6 @@ class _NoApproximateCountWarning(logging.Filter):
 logging.getLogger("crewai.llms.base_llm").addFilter(_NoApproximateCountWarning())
 
 
-class RunCancelled(Exception):
-    """Raised in the worker thread once the run coroutine was cancelled (timeout)."""
-
-
 @dataclass
 class _Visit:
     """One execution of one workflow node, i.e. one crew."""
@@ -163,19 +158,12 @@ class _Visit:
 
 
 @dataclass
-class _Bridge:
-    """What a run's worker thread shares with the run coroutine."""
+class _Bridge(ThreadBridge):
+    """What a run's CrewAI thread shares with the run coroutine."""
 
-    ctx: RunContext
-    loop: asyncio.AbstractEventLoop
-    cancelled: threading.Event = field(default_factory=threading.Event)
     llms: list[OpenAICompletion] = field(default_factory=list)  # the run's model clients
     #: the node visit in progress (one at a time); the run's LLMs and tools act for it
     visit: _Visit | None = None
-
-    def check(self) -> None:
-        if self.cancelled.is_set():
-            raise RunCancelled("the run was cancelled")
 
     def close_clients(self) -> None:
         llms, self.llms = self.llms, []
@@ -190,12 +178,6 @@ class _Bridge:
     def cancel(self) -> None:
         self.cancelled.set()
         self.close_clients()
-
-    def call_tool(self, visit: _Visit, name: str, arguments: Any) -> ToolResult:
-        """``ctx.call_tool`` on the run's event loop, from a CrewAI thread."""
-        self.check()
-        coro = self.ctx.call_tool(visit.node.name, visit.step, name, arguments)
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
 
 # -- model ---------------------------------------------------------------------------------
@@ -299,7 +281,8 @@ class GatewayTool(BaseTool):
         bridge = self._bridge
         assert bridge is not None and bridge.visit is not None
         arguments: Any = kwargs if not args else (args[0] if len(args) == 1 else list(args))
-        result = bridge.call_tool(bridge.visit, self.name, arguments)
+        visit = bridge.visit
+        result = bridge.call_tool(visit.node.name, visit.step, self.name, arguments)
         if result.ok:
             return result.output
         # the error text as is, as CrewAI's MCP tools hand on an isError result

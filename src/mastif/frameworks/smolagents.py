@@ -85,18 +85,12 @@ from smolagents.monitoring import LogLevel, TokenUsage
 from smolagents.utils import AgentError, AgentGenerationError, AgentToolCallError
 
 from mastif.frameworks.base import RunContext
+from mastif.frameworks.threadbridge import RunCancelled, ThreadBridge
 from mastif.provenance import PrivateMember, private_members_of
 from mastif.tools import ToolResult
 from mastif.workflow import PlannedNode, render_prompt
 
 FINAL_ANSWER = "final_answer"
-
-
-class RunCancelled(Exception):
-    """Raised in the worker thread once the run coroutine was cancelled (timeout)."""
-
-    def __init__(self) -> None:
-        super().__init__("the run was cancelled")
 
 
 @dataclass
@@ -109,12 +103,9 @@ class _Visit:
 
 
 @dataclass
-class _Bridge:
-    """What a run's worker thread shares with the run coroutine."""
+class _Bridge(ThreadBridge):
+    """What a run's smolagents thread shares with the run coroutine."""
 
-    ctx: RunContext
-    loop: asyncio.AbstractEventLoop
-    cancelled: threading.Event = field(default_factory=threading.Event)
     visit: _Visit | None = None
     clients: list[httpx.Client] = field(default_factory=list)
     agents: list[ToolCallingAgent] = field(default_factory=list)
@@ -122,10 +113,6 @@ class _Bridge:
     #: orders cancel() and adopt_mcp(): an MCP client connected after the run's end is
     #: disconnected by the worker, one connected before by the run's close
     lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def check(self) -> None:
-        if self.cancelled.is_set():
-            raise RunCancelled()
 
     def cancel(self) -> None:
         with self.lock:
@@ -148,12 +135,10 @@ class _Bridge:
         client.disconnect()
         raise RunCancelled()
 
-    def call_tool(self, name: str, arguments: Any) -> ToolResult:
-        """``ctx.call_tool`` on the run's event loop, from the agents' thread."""
-        self.check()
+    def visit_tool(self, name: str, arguments: Any) -> ToolResult:
+        """A tool call of the visit in progress."""
         assert self.visit is not None
-        coro = self.ctx.call_tool(self.visit.node.name, self.visit.step, name, arguments)
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        return self.call_tool(self.visit.node.name, self.visit.step, name, arguments)
 
 
 # -- model ---------------------------------------------------------------------------------
@@ -279,7 +264,7 @@ class GatewayTool(Tool):
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         arguments: Any = kwargs if not args else (args[0] if len(args) == 1 else list(args))
-        result = self.bridge.call_tool(self.name, arguments)
+        result = self.bridge.visit_tool(self.name, arguments)
         if result.ok:
             return result.output
         # smolagents answers a failed tool with "Error executing tool ...: <this>"
