@@ -18,16 +18,14 @@ import mastif.frameworks.llamaindex as li
 from mastif.config import parse_config
 from mastif.tasks import load_tasks
 from mastif.workflow import plan_workflow, render_prompt
+from tests.adapter_checks import (
+    check_required_tool_choice_holds_for_the_first_turn,
+    first_interact_turn,
+)
 from tests.fakes import ScriptedChatServer, last_user_text
 from tests.stackrun import run_stack
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def first_interact_turn(payload):
-    return (
-        "interaction round" in last_user_text(payload) and payload["messages"][-1]["role"] == "user"
-    )
 
 
 def test_the_llamaindex_workflow_drives_the_loop(tmp_path, fake_model_config, monkeypatch):
@@ -131,18 +129,7 @@ def test_refusals_are_recorded_in_the_models_order(tmp_path, fake_model_config):
 
 
 def test_required_tool_choice_holds_for_the_first_turn(tmp_path, fake_model_config):
-    def respond(payload):
-        if first_interact_turn(payload):
-            return {"tool_calls": [("datetime", {})]}
-        return {"content": "done."}
-
-    with ScriptedChatServer(respond) as srv:
-        cfg = fake_model_config(srv.base_url, max_steps=1)
-        cfg["workflow"]["nodes"][2]["tool_choice"] = "required"
-        (trace,) = run_stack(cfg, tmp_path, framework="llamaindex")
-    assert trace.status == "ok", trace.error_message
-    choices = [r.get("tool_choice") for r in srv.requests if "tools" in r]
-    assert choices == ["required", "auto"]
+    check_required_tool_choice_holds_for_the_first_turn("llamaindex", tmp_path, fake_model_config)
 
 
 @pytest.mark.parametrize("protocol", ["standard", "a2a"])

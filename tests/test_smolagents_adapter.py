@@ -17,18 +17,17 @@ import pytest
 from mastif.config import parse_config
 from mastif.tasks import load_tasks
 from mastif.workflow import plan_workflow, render_prompt
+from tests.adapter_checks import (
+    check_an_unreachable_endpoint_is_classified_as_such,
+    check_required_tool_choice_holds_for_the_first_turn,
+    first_interact_turn,
+)
 from tests.fakes import ScriptedChatServer, last_user_text
 from tests.stackrun import run_stack
 
 smol = pytest.importorskip("mastif.frameworks.smolagents")
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def first_interact_turn(payload):
-    return (
-        "interaction round" in last_user_text(payload) and payload["messages"][-1]["role"] == "user"
-    )
 
 
 def test_smolagents_agents_drive_every_node_visit(tmp_path, fake_model_config, monkeypatch):
@@ -132,18 +131,7 @@ def test_refused_calls_are_recorded_in_the_models_order(tmp_path, fake_model_con
 
 
 def test_required_tool_choice_holds_for_the_first_turn(tmp_path, fake_model_config):
-    def respond(payload):
-        if first_interact_turn(payload):
-            return {"tool_calls": [("datetime", {})]}
-        return {"content": "done."}
-
-    with ScriptedChatServer(respond) as srv:
-        cfg = fake_model_config(srv.base_url, max_steps=1)
-        cfg["workflow"]["nodes"][2]["tool_choice"] = "required"
-        (trace,) = run_stack(cfg, tmp_path, framework="smolagents")
-    assert trace.status == "ok", trace.error_message
-    choices = [r.get("tool_choice") for r in srv.requests if "tools" in r]
-    assert choices == ["required", "auto"]
+    check_required_tool_choice_holds_for_the_first_turn("smolagents", tmp_path, fake_model_config)
 
 
 @pytest.mark.slow
@@ -160,29 +148,7 @@ def test_a_timed_out_run_stops_its_agent(tmp_path, fake_model_config):
 
 
 def test_an_unreachable_endpoint_is_classified_as_such(fake_model_config):
-    import asyncio
-
-    from mastif.frameworks import RunContext, RunRecorder, get_framework
-    from mastif.protocols.standard import InProcessTransport
-    from mastif.providers.local import free_port
-    from mastif.runner import classify_error
-    from mastif.tools import get_tools
-
-    cfg = parse_config(fake_model_config("http://unused"))
-    ctx = RunContext(
-        run_id="r1",
-        task=load_tasks("builtin")[0],
-        plan=plan_workflow(cfg.workflow, cfg.generation, REPO),
-        generation=cfg.generation,
-        tools=InProcessTransport(get_tools(list(cfg.tools))),
-        recorder=RunRecorder(),
-        gateway_url=f"http://127.0.0.1:{free_port()}/r/r1",  # nobody listens there
-        model_name="fake-model",
-        gateway_token="no-gateway",
-    )
-    with pytest.raises(Exception) as info:
-        asyncio.run(get_framework("smolagents").run(ctx))
-    assert classify_error(info.value) == ("error", "provider_unreachable")
+    check_an_unreachable_endpoint_is_classified_as_such("smolagents", fake_model_config)
 
 
 class _Spies:
