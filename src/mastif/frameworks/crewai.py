@@ -133,8 +133,9 @@ from pydantic import PrivateAttr  # noqa: E402
 
 from mastif.frameworks.base import RunContext  # noqa: E402
 from mastif.frameworks.threadbridge import ThreadBridge  # noqa: E402
+from mastif.orchestration import visit_node  # noqa: E402
 from mastif.provenance import PrivateMember, private_members_of  # noqa: E402
-from mastif.workflow import PlannedNode, WorkflowPlan, render_prompt  # noqa: E402
+from mastif.workflow import PlannedNode, WorkflowPlan  # noqa: E402
 
 
 class _NoApproximateCountWarning(logging.Filter):
@@ -742,20 +743,12 @@ class CrewAIAdapter:
         """The workflow as a CrewAI Flow (:func:`workflow_flow`), run in the job's event loop
         with ``kickoff_async``; each node visit is the node's agent on a one-task crew."""
         plan = ctx.plan
-        tool_names = ctx.tool_names()
         objects = await self.objects(ctx)
         try:
 
             async def visit(node: PlannedNode, step: int) -> str:
-                use_tools = node.spec.use_tools and bool(tool_names)
-                prompt = render_prompt(
-                    node, ctx.task, ctx.recorder.node_outputs, step, plan.max_steps,
-                    tool_names if use_tools else [], prompt_format=plan.prompt_format,
-                    tool_calls=ctx.recorder.tool_calls, page=await ctx.page_for(node),
-                )  # fmt: skip
-                text = await objects.crew(node, step, prompt)
-                ctx.recorder.node_output(node.name, step, node.spec.output_key, text)
-                return text
+                # the prompt from the run's history, one crew, its output recorded
+                return await visit_node(ctx, objects.crew, node, step)
 
             await build_flow(plan, visit).kickoff_async()
         except asyncio.CancelledError:

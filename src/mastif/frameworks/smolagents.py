@@ -86,9 +86,10 @@ from smolagents.utils import AgentError, AgentGenerationError, AgentToolCallErro
 
 from mastif.frameworks.base import RunContext
 from mastif.frameworks.threadbridge import RunCancelled, ThreadBridge
+from mastif.orchestration import visit_node as render_and_visit
 from mastif.provenance import PrivateMember, private_members_of
 from mastif.tools import ToolResult
-from mastif.workflow import PlannedNode, render_prompt
+from mastif.workflow import PlannedNode
 
 FINAL_ANSWER = "final_answer"
 
@@ -497,20 +498,11 @@ class SmolagentsAdapter:
 
     async def run(self, ctx: RunContext) -> str:
         plan = ctx.plan
-        tool_names = ctx.tool_names()
         async with self._session(ctx) as objects:
-            visit = objects.visit
 
             async def execute(node: PlannedNode, step: int) -> str:
-                use_tools = node.spec.use_tools and bool(tool_names)
-                prompt = render_prompt(
-                    node, ctx.task, ctx.recorder.node_outputs, step, plan.max_steps,
-                    tool_names if use_tools else [], prompt_format=plan.prompt_format,
-                    tool_calls=ctx.recorder.tool_calls, page=await ctx.page_for(node),
-                )  # fmt: skip
-                text = await visit(node, step, prompt)
-                ctx.recorder.node_output(node.name, step, node.spec.output_key, text)
-                return text
+                # the prompt from the run's history, the visit, its output recorded
+                return await render_and_visit(ctx, objects.visit, node, step)
 
             # smolagents cannot express the fixed sequence with a bounded loop (see the
             # module docstring): the nodes before the loop once, the loop nodes in order for
