@@ -12,3 +12,27 @@ CONTRACT_FRAMEWORKS: tuple[str, ...] = (
     tuple(n.strip() for n in os.environ.get("MASTIF_TEST_FRAMEWORKS", "").split(",") if n.strip())
     or FRAMEWORKS
 )
+
+
+def wire_tool_name(framework: str, tool: str) -> str:
+    """The name ``framework`` offers ``tool`` under in its requests: its own naming is kept
+    (docs/frameworks.md, "One policy"), e.g. a plugin prefix."""
+    return WIRE_TOOL_NAMES.get(framework, "{tool}").format(tool=tool)
+
+
+#: each framework's own wire name of a tool, where it is not the tool's name
+WIRE_TOOL_NAMES: dict[str, str] = {
+    # "semantic_kernel": "<plugin>-{tool}",
+}
+
+#: what the recorded error of a call whose arguments are not valid JSON contains, where a
+#: framework's own handling differs from refusing them as "not valid JSON" (None: the
+#: framework repairs such arguments itself and the call is made with what it recovered)
+INVALID_JSON_ERRORS: dict[str, str | None] = {
+    # "llamaindex": None,
+    # "smolagents": "...",
+}
+
+
+def invalid_json_error(framework: str) -> str | None:
+    return INVALID_JSON_ERRORS.get(framework, "not valid JSON")
