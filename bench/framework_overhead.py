@@ -9,7 +9,7 @@ are what the framework adds (its own system prompts, extra calls, retries).
 
     .venv/bin/python bench/framework_overhead.py [results]
 
-``--stub`` runs each framework in a fresh process (standard protocol, the HTTP tools, the
+``--stub`` runs each framework in a fresh process (``--protocol``, standard by default; the HTTP tools, the
 same sandbox tasks, ``max_steps`` 2, ``max_tool_rounds`` 1) against the scripted model with
 ``latency_s`` (default 0.2 s): the model answers the same whatever the framework asks, so
 the differences are the framework's own. It prints, per framework: model calls per run,
@@ -95,13 +95,15 @@ STUB_RULES = [
 ]
 
 
-def stub_config(framework: str, script: Path, n_tasks: int) -> dict[str, Any]:
+def stub_config(
+    framework: str, script: Path, n_tasks: int, protocol: str = "standard"
+) -> dict[str, Any]:
     with (REPO / "config" / "config.yaml").open() as fh:
         cfg = yaml.safe_load(fh)
     cfg["models"]["stub"] = {"provider": "scripted", "model": str(script)}
     cfg["agent_models"] = ["stub"]
     cfg["judge"]["model"] = "stub"
-    cfg["protocols"], cfg["frameworks"] = ["standard"], [framework]
+    cfg["protocols"], cfg["frameworks"] = [protocol], [framework]
     cfg["tools"] = ["web_search", "wikipedia"]  # HTTP only: no browser start-up in the figures
     cfg["tasks"] = {"source": "sandbox", "sample_size": n_tasks}
     cfg["generation"].update({"max_steps": 2, "max_tool_rounds": 1, "timeout_s": 300})
@@ -109,7 +111,9 @@ def stub_config(framework: str, script: Path, n_tasks: int) -> dict[str, Any]:
     return cfg
 
 
-def run_one(framework: str, n_tasks: int, latency: float, workdir: Path) -> dict[str, Any]:
+def run_one(
+    framework: str, n_tasks: int, latency: float, workdir: Path, protocol: str = "standard"
+) -> dict[str, Any]:
     """In this (fresh) process: one framework's stack on ``n_tasks`` sandbox tasks."""
     from mastif.config import parse_config
     from mastif.runner import execute_stack
@@ -117,7 +121,7 @@ def run_one(framework: str, n_tasks: int, latency: float, workdir: Path) -> dict
 
     script = workdir / "stub.yaml"
     script.write_text(yaml.safe_dump({"latency_s": latency, "rules": STUB_RULES}))
-    config = parse_config(stub_config(framework, script, n_tasks))
+    config = parse_config(stub_config(framework, script, n_tasks, protocol))
     tasks = sorted(load_tasks("sandbox"), key=lambda t: t.task_id)[:n_tasks]
     # a first job on one task loads the framework's modules: imports are not per call
     execute_stack(
@@ -140,13 +144,15 @@ def run_one(framework: str, n_tasks: int, latency: float, workdir: Path) -> dict
     }
 
 
-def stub_table(frameworks: list[str], n_tasks: int, latency: float) -> pl.DataFrame:
+def stub_table(
+    frameworks: list[str], n_tasks: int, latency: float, protocol: str = "standard"
+) -> pl.DataFrame:
     rows = []
     for framework in frameworks:
         with tempfile.TemporaryDirectory(prefix="mastif-fw-bench-") as tmp:
             done = subprocess.run(
                 [sys.executable, __file__, "--stub-one", framework, "--tasks", str(n_tasks),
-                 "--latency", str(latency), "--workdir", tmp],
+                 "--latency", str(latency), "--workdir", tmp, "--protocol", protocol],
                 capture_output=True, text=True, check=False, cwd=REPO,
             )  # fmt: skip
         if done.returncode != 0:
@@ -168,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
     parser.add_argument("--tasks", type=int, default=3)
     parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--protocol", default="standard", choices=("standard", "mcp", "a2a"))
     parser.add_argument(
         "--frameworks", default=None, help="comma-separated (default: all built-in)"
     )
@@ -175,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare", type=Path)
     args = parser.parse_args(argv)
     if args.stub_one:
-        print(json.dumps(run_one(args.stub_one, args.tasks, args.latency, Path(args.workdir))))
+        result = run_one(args.stub_one, args.tasks, args.latency, Path(args.workdir), args.protocol)
+        print(json.dumps(result))
         return 0
     if not args.stub:
         print_by_framework(overhead(Path(args.results)))
@@ -183,9 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     from mastif.frameworks import FRAMEWORKS
 
     names = args.frameworks.split(",") if args.frameworks else list(FRAMEWORKS)
-    table = stub_table(names, args.tasks, args.latency)
+    table = stub_table(names, args.tasks, args.latency, args.protocol)
     print(f"{args.tasks} sandbox tasks per framework, scripted model answering after "
-          f"{args.latency:g} s, standard protocol, max_steps 2, max_tool_rounds 1")  # fmt: skip
+          f"{args.latency:g} s, {args.protocol} protocol, max_steps 2, max_tool_rounds 1")  # fmt: skip
     print_by_framework(table)
     if args.save:
         args.save.write_text(table.write_json())

@@ -9,13 +9,14 @@ from tests.stackrun import run_stack
 
 def test_a2a_node_visits_reuse_the_runs_graphs(tmp_path, fake_model_config, monkeypatch):
     """Under A2A every node visit is a run_node call: its one-node graph is compiled once
-    per node and run (with the run's tools loaded once), not once per visit."""
+    per node and run (with the run's tools loaded once), not once per visit; the
+    orchestrator's graph (the whole workflow, its steps A2A requests) once per run."""
     built = []
     real_build_graph = LangGraphAdapter.build_graph
 
-    def spy_build_graph(self, ctx, tools, plan=None, single=False):
-        built.append(plan.nodes[0].name if plan else "whole")
-        return real_build_graph(self, ctx, tools, plan, single=single)
+    def spy_build_graph(self, ctx, tools, plan=None, single=False, dispatch=None):
+        built.append(plan.nodes[0].name if plan else "orchestrator" if dispatch else "whole")
+        return real_build_graph(self, ctx, tools, plan, single=single, dispatch=dispatch)
 
     monkeypatch.setattr(LangGraphAdapter, "build_graph", spy_build_graph)
     with ScriptedChatServer(lambda payload: {"content": "CONTINUE"}) as srv:
@@ -28,4 +29,6 @@ def test_a2a_node_visits_reuse_the_runs_graphs(tmp_path, fake_model_config, monk
         ("navigate", 1), ("observe", 1), ("interact", 1), ("observe", 2), ("interact", 2),
         ("report", 1),
     ]  # fmt: skip
-    assert sorted(built) == ["interact", "navigate", "observe", "report"]  # one per node
+    # one per node, and the orchestrator's
+    assert sorted(built) == ["interact", "navigate", "observe", "orchestrator", "report"]
+    assert trace.wall_setup_s > 0

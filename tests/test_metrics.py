@@ -682,11 +682,11 @@ def test_stack_time_parts_sum_to_ct_mean_over_completed_runs() -> None:
         _run("c2", "m", "ok", 20.0, 10, []),
         _run("t1", "m", "timeout", 100.0, 10, []),
     ]
-    parts = {"c1": (6.0, 1.0, 2.0, 0.0, 1.0), "c2": (12.0, 0.0, 4.0, 1.0, 3.0),
-             "t1": (100.0, 0.0, 0.0, 0.0, 0.0)}  # fmt: skip
+    parts = {"c1": (6.0, 1.0, 2.0, 0.0, 0.5, 0.5), "c2": (12.0, 0.0, 4.0, 1.0, 1.5, 1.5),
+             "t1": (100.0, 0.0, 0.0, 0.0, 0.0, 0.0)}  # fmt: skip
     for trace in traces:
         (trace.wall_model_s, trace.wall_queue_s, trace.wall_tools_s, trace.wall_protocol_s,
-         trace.wall_harness_s) = parts[trace.run_id]  # fmt: skip
+         trace.wall_setup_s, trace.wall_harness_s) = parts[trace.run_id]  # fmt: skip
     judged = _judged([(t.run_id, "m", "ok", 0.7, 0.7, 0.7) for t in traces])
     values = pl.DataFrame(
         {"run_id": judged["run_id"], "IVS": None, "IVS_prompt_output": None, "IVS_reasoning": None}
@@ -694,5 +694,5 @@ def test_stack_time_parts_sum_to_ct_mean_over_completed_runs() -> None:
     s = stack_metrics(run_metrics(pl.from_arrow(runs_to_table(traces)), judged, values))
     row = s.row(0, named=True)
     assert row["CT_mean"] == 15.0
-    assert [row[c] for c in TIME_PARTS] == [9.0, 0.5, 3.0, 0.5, 2.0]
+    assert [row[c] for c in TIME_PARTS] == [9.0, 0.5, 3.0, 0.5, 1.0, 1.0]
     assert sum(row[c] for c in TIME_PARTS) == row["CT_mean"]

@@ -1,4 +1,5 @@
-"""CT decomposed per run (issue 16 item 3): model + queue + tools + protocol + harness = wall;
+"""CT decomposed per run (issue 16 item 3): model + queue + tools + protocol + set-up + harness
+= wall;
 cached calls are no model time; generation.request_timeout_s bounds a call, timeout_s a run."""
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ def tool(started, duration) -> ToolCall:
 def parts(split) -> tuple[float | None, ...]:
     return tuple(
         None if x is None else round(x, 9)
-        for x in (split.model_s, split.queue_s, split.tools_s, split.protocol_s, split.harness_s)
+        for x in (split.model_s, split.queue_s, split.tools_s, split.protocol_s, split.setup_s,
+                  split.harness_s)  # fmt: skip
     )
 
 
@@ -49,7 +51,7 @@ def test_parts_sum_to_wall_each_second_counted_once():
     ]
     split = decompose(10.0, calls, tools, protocol_s=0.7)
     # model 2.0 + 1.5, queue 0.5 + 1.0, tools 1.5, protocol 0.7, harness 10 - 7.2
-    assert parts(split) == (3.5, 1.5, 1.5, 0.7, 2.8)
+    assert parts(split) == (3.5, 1.5, 1.5, 0.7, 0.0, 2.8)
     assert sum(parts(split)) == pytest.approx(10.0)
     assert split.n_cached_calls == 1
     assert split.columns()["wall_harness_s"] == pytest.approx(2.8)
@@ -58,28 +60,42 @@ def test_parts_sum_to_wall_each_second_counted_once():
 def test_cached_calls_are_never_model_time():
     cached = [llm(0.0, upstream=0.0, cached=True, overhead=0.4)]
     split = decompose(1.0, cached, [], protocol_s=0.0)
-    assert parts(split) == (0.0, 0.0, 0.0, 0.0, 1.0)  # the lookup is the harness's
+    assert parts(split) == (0.0, 0.0, 0.0, 0.0, 0.0, 1.0)  # the lookup is the harness's
     assert split.n_cached_calls == 1
 
 
 def test_protocol_gets_only_the_time_left_and_harness_is_never_negative():
     # protocol_seconds counts overlapping exchanges twice: it cannot exceed what is left
     split = decompose(2.0, [llm(0.0, upstream=1.5)], [], protocol_s=1.0)
-    assert parts(split) == (1.5, 0.0, 0.0, 0.5, 0.0)
+    assert parts(split) == (1.5, 0.0, 0.0, 0.5, 0.0, 0.0)
     # unknown protocol time (None): the 0.5 s left cannot be split, protocol and harness null
-    assert parts(decompose(2.0, [llm(0.0, upstream=1.5)], [], None)) == (1.5, 0, 0, None, None)
+    unknown = decompose(2.0, [llm(0.0, upstream=1.5)], [], None)
+    assert parts(unknown) == (1.5, 0, 0, None, None, None)
 
 
 def test_a_call_cut_short_by_the_run_end_counts_and_spans_are_clipped_to_wall():
     in_flight = [InFlight(started_s=1.0, upstream_s=5.0, queue_s=0.0, backoff_s=0.0)]
     split = decompose(3.0, [], [tool(2.5, 4.0)], 0.0, in_flight)
     # model 1.0-3.0 (then the run ended), the tool 2.5-3.0 is under the model call
-    assert parts(split) == (2.0, 0.0, 0.0, 0.0, 1.0)
+    assert parts(split) == (2.0, 0.0, 0.0, 0.0, 0.0, 1.0)
 
 
 def test_a_call_recorded_without_the_split_counts_whole_as_model_time():
     old = LLMCall("n", 0.0, 1.25, 1, 1, 200, None, 1)  # rows before the gateway split it
-    assert parts(decompose(2.0, [old], [], 0.0)) == (1.25, 0, 0, 0, 0.75)
+    assert parts(decompose(2.0, [old], [], 0.0)) == (1.25, 0, 0, 0, 0, 0.75)
+
+
+def test_setup_spans_are_set_up_time_apart_from_harness():
+    # building 0.0-1.0 (a model call 0.5-0.8 inside it stays model time), again 3.0-3.5
+    setup = [(0.0, 1.0), (3.0, 3.5)]
+    split = decompose(5.0, [llm(0.5, upstream=0.3)], [], protocol_s=0.2, setup_spans=setup)
+    # model 0.3, protocol 0.2, set-up 0.7 + 0.5, harness 5 - 1.7
+    assert parts(split) == (0.3, 0.0, 0.0, 0.2, 1.2, 3.3)
+    assert sum(parts(split)) == pytest.approx(5.0)
+    assert split.columns()["wall_setup_s"] == pytest.approx(1.2)
+    # set-up takes only what is left after protocol: never more than wall
+    crowded = decompose(1.0, [], [], protocol_s=0.8, setup_spans=[(0.0, 1.0)])
+    assert parts(crowded) == (0.0, 0.0, 0.0, 0.8, 0.2, 0.0)
 
 
 # -- the gateway's split of each call ---------------------------------------------------
@@ -180,7 +196,7 @@ def test_a_run_is_decomposed_into_parts_that_sum_to_its_wall(tmp_path, fake_mode
         (trace,) = run_stack(cfg, tmp_path, framework="langgraph")
     assert trace.status == "ok", trace.error_message
     total = (trace.wall_model_s + trace.wall_queue_s + trace.wall_tools_s
-             + trace.wall_protocol_s + trace.wall_harness_s)  # fmt: skip
+             + trace.wall_protocol_s + trace.wall_setup_s + trace.wall_harness_s)  # fmt: skip
     assert total == pytest.approx(trace.wall_seconds, abs=1e-9)
     n = len(trace.llm_calls)
     assert n >= 3 and trace.n_cached_calls == 0
@@ -192,6 +208,7 @@ def test_a_run_is_decomposed_into_parts_that_sum_to_its_wall(tmp_path, fake_mode
     assert trace.wall_tools_s == pytest.approx(call.duration_s, abs=1e-6)
     assert trace.wall_protocol_s == 0.0  # standard: no protocol servers
     assert trace.wall_harness_s > 0
+    assert trace.wall_setup_s > 0  # the graph, its model clients and tools were built
     assert (trace.request_timeout_s, trace.timeout_s) == (20, 60)
 
 

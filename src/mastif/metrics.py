@@ -27,7 +27,14 @@ STACK_KEYS: tuple[str, str, str] = ("model", "protocol", "framework")
 #: CT decomposed (mastif's, not in the seed paper; :mod:`mastif.timing`): per run the
 #: run's parts of wall_seconds, per stack their means over runs of every status (like CT's
 #: cost columns) and the stack's total of calls answered from the response cache
-TIME_PARTS = ("wall_model_s", "wall_queue_s", "wall_tools_s", "wall_protocol_s", "wall_harness_s")
+TIME_PARTS = (
+    "wall_model_s",
+    "wall_queue_s",
+    "wall_tools_s",
+    "wall_protocol_s",
+    "wall_setup_s",
+    "wall_harness_s",
+)
 TIME_PARTS_SCHEMA: dict[str, pl.DataType] = {
     **{c: pl.Float64() for c in TIME_PARTS},
     "n_cached_calls": pl.Int64(),

@@ -1,20 +1,22 @@
 """Who delegates: an orchestrator that hands node visits to agents, in- or out-of-process.
 
-Under ``standard`` and ``mcp`` a linear workflow is orchestrated by the framework itself (a
-LangGraph ``StateGraph``, CrewAI crews, ...; see :mod:`mastif.frameworks`). This module
-covers the two cases where an orchestrator of ours delegates to agents instead:
+A linear workflow is orchestrated by the framework itself (a LangGraph ``StateGraph``, a
+CrewAI Flow, an SK process, ...; see :mod:`mastif.frameworks`), under every protocol. This
+module covers delegation:
 
 * the ``a2a`` protocol: every agent is a real A2A agent, so each node visit travels as an
   A2A message (the rendered node prompt as a text part, ``{node, step}`` as a data part)
-  and comes back as a task artifact; inside the agent the stack's framework runs the node;
+  and comes back as a task artifact; inside the agent the stack's framework runs the node.
+  The orchestrator agent runs the framework's own workflow construct, whose node steps are
+  these A2A requests (the adapter's ``orchestrate``, :func:`run_workflow`);
 * the ``hierarchical`` workflow shape (seed paper, Section 3: an orchestrator decomposes the
   task, dispatches subtasks to sub-agents, and synthesises their results), under any
   protocol.
 
 Both take a ``dispatch(node, step, prompt) -> text`` function: in-process it is the
-framework's ``run_node``; under ``a2a`` it is an A2A request to the node's agent. The
-orchestrator renders prompts, records node outputs and keeps the history, so the agents
-only know what their messages tell them.
+framework's ``run_node``; under ``a2a`` it is an A2A request to the node's agent. Every
+visit goes through :func:`visit_node`, which renders the prompt, records the node output and
+keeps the history, so the agents only know what their messages tell them.
 
 Under ``a2a`` the orchestrator is an A2A agent too (:data:`ORCHESTRATOR`): the run starts
 with an A2A message carrying the task to it (:func:`submit_over_a2a`), and its work
@@ -26,16 +28,13 @@ its own. Every A2A exchange is timed by the orchestrator's client
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from mastif.frameworks.base import FrameworkAdapter, RunContext
+from mastif.frameworks.base import Dispatch, FrameworkAdapter, RunContext
 from mastif.workflow import PlannedNode, WorkflowPlan, drive_workflow, render_prompt
 
 if TYPE_CHECKING:  # a2a-sdk loads only when a stack runs under a2a
     from mastif.protocols.a2a import A2AAgents, A2AOrchestratorClient, AgentSpec
-
-Dispatch = Callable[[PlannedNode, int, str], Awaitable[str]]
 
 #: a subtask line: "1. ...", "2) ...", "- ...", "* ..." (the decomposer's list items), also
 #: behind the quote or markdown small models put first ('"1. Open ...', '**1.** Open ...')
@@ -105,9 +104,10 @@ async def run_workflow(
 ) -> str:
     """Run one task under the stack's protocol and the plan's shape; return the final answer.
 
-    ``over_a2a`` sends a node visit to its A2A agent (``a2a`` only). Linear without A2A:
-    the framework orchestrates. Linear under A2A: our orchestrator sends every node visit
-    to its agent. Hierarchical: our orchestrator decomposes and synthesises with the
+    ``over_a2a`` sends a node visit to its A2A agent (``a2a`` only). Linear: the framework
+    orchestrates, with its own construct (``run``); under A2A the same construct, its node
+    steps being A2A requests to the node agents (``orchestrate``; a plugin without it gets
+    :func:`run_linear`). Hierarchical: our orchestrator decomposes and synthesises with the
     framework in-process and sends each subtask to the worker (over A2A under ``a2a``).
     """
 
@@ -117,7 +117,10 @@ async def run_workflow(
     if ctx.plan.shape == "hierarchical":
         return await run_hierarchical(ctx, in_process, over_a2a or in_process)
     if over_a2a is not None:
-        return await run_linear(ctx, over_a2a)
+        orchestrate = getattr(framework, "orchestrate", None)
+        if orchestrate is None:
+            return await run_linear(ctx, over_a2a)
+        return str(await orchestrate(ctx, over_a2a))
     return await framework.run(ctx)
 
 

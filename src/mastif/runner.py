@@ -237,7 +237,9 @@ async def _run_task(
     success, check_detail = check_run(task, final or "", state)
     cost = protocol.detach(run_id)
     calls = gateway.end_run(run_id)
-    split = decompose(wall, calls, list(recorder.tool_calls), cost.seconds, in_flight)
+    split = decompose(
+        wall, calls, list(recorder.tool_calls), cost.seconds, in_flight, recorder.setup_spans
+    )
     spec = config.models[stack.model]
     return RunTrace(
         run_id=run_id,

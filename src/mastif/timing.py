@@ -1,7 +1,7 @@
-"""Where a run's wall-clock time went: model, queue, tools, protocol, harness.
+"""Where a run's wall-clock time went: model, queue, tools, protocol, set-up, harness.
 
 CT (paper Eq. 2) is a run's wall clock. To tell a slow model from a slow framework, a
-congested endpoint or a protocol's overhead, :func:`decompose` splits it into five parts
+congested endpoint or a protocol's overhead, :func:`decompose` splits it into six parts
 that sum to it exactly:
 
 * **model**: upstream HTTP requests to the model endpoint of the calls that were not
@@ -12,7 +12,11 @@ that sum to it exactly:
 * **protocol**: the run's ``protocol_seconds`` (measured by the protocol's servers and
   clients, see :mod:`mastif.protocols.wire`), as far as the time left after the three
   above holds it;
-* **harness**: the rest — the framework's own work, mastif's orchestration, prompt
+* **set-up**: building the run's framework objects — tools, agents, model clients, graphs,
+  kernels, flows, MCP sessions — timed where the adapters build them
+  (``RunContext.setting_up``), as far as the rest after protocol holds it; a framework that
+  builds per visit shows it here, not as the agents' work;
+* **harness**: the rest — the framework's own work per call, mastif's orchestration, prompt
   rendering, the gateway's handling and cache look-ups, the sandbox check — never negative.
 
 Parts can overlap in time: a run's tool calls may run concurrently (LangGraph's
@@ -21,7 +25,10 @@ may still run while a model call is made. Model, queue and tools are laid on the
 timeline as intervals and each instant is counted once, for the first of model > queue >
 tools that covers it (so two concurrent 3 s tool calls are 3 s of tools, not 6). Protocol
 time is only known as a total, so it takes what is left of wall after the intervals, at
-most its total; harness is the remainder. A call's parts are laid out as queue, then
+most its total; set-up spans are laid on the timeline too, below tools, and take what is
+left after protocol, at most their uncovered time (an MCP client's ``tools/list`` made while
+setting up is protocol time: protocol keeps one definition for every stack); harness is the
+remainder. A call's parts are laid out as queue, then
 back-off, then upstream from its start (exact for a call without retries; a retried call's
 parts interleave, which only matters where it overlaps another interval).
 """
@@ -34,7 +41,7 @@ from dataclasses import dataclass
 from mastif.trace import LLMCall, ToolCall
 
 #: priority of the interval kinds: a lower number wins an instant two kinds cover
-MODEL, QUEUE, TOOLS = 0, 1, 2
+MODEL, QUEUE, TOOLS, SETUP = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,7 @@ class TimeSplit:
     protocol_s: float | None  # None: the run's protocol cost is unknown
     harness_s: float | None  # None with it: the rest cannot be split
     n_cached_calls: int
+    setup_s: float | None = None  # None with protocol: the rest cannot be split
 
     def columns(self) -> dict[str, float | int | None]:
         """The run's columns (:class:`mastif.trace.RunTrace`)."""
@@ -64,6 +72,7 @@ class TimeSplit:
             "wall_queue_s": self.queue_s,
             "wall_tools_s": self.tools_s,
             "wall_protocol_s": self.protocol_s,
+            "wall_setup_s": self.setup_s,
             "wall_harness_s": self.harness_s,
             "n_cached_calls": self.n_cached_calls,
         }
@@ -106,7 +115,7 @@ def covered(spans: Sequence[tuple[float, float, int]], wall_s: float) -> dict[in
     spans = [(max(0.0, a), min(wall_s, b), k) for a, b, k in spans]
     spans = [(a, b, k) for a, b, k in spans if b > a]
     cuts = sorted({x for a, b, _ in spans for x in (a, b)})
-    seconds = {MODEL: 0.0, QUEUE: 0.0, TOOLS: 0.0}
+    seconds = {MODEL: 0.0, QUEUE: 0.0, TOOLS: 0.0, SETUP: 0.0}
     for lo, hi in zip(cuts, cuts[1:], strict=False):
         kinds = [k for a, b, k in spans if a <= lo and b >= hi]
         if kinds:
@@ -120,19 +129,25 @@ def decompose(
     tool_calls: Sequence[ToolCall],
     protocol_s: float | None,
     in_flight: Sequence[InFlight] = (),
+    setup_spans: Sequence[tuple[float, float]] = (),
 ) -> TimeSplit:
-    """``wall_s`` split into model + queue + tools + protocol + harness (module docstring);
-    the parts sum to ``wall_s``. ``protocol_s`` None (the run's protocol cost is unknown,
-    :mod:`mastif.protocols.wire`) leaves protocol and harness null: the rest cannot be split
-    between them, and counting the unknown as 0 would pass protocol time off as harness."""
-    seconds = covered(intervals(llm_calls, tool_calls, in_flight), wall_s)
-    rest = max(0.0, wall_s - sum(seconds.values()))
+    """``wall_s`` split into model + queue + tools + protocol + set-up + harness (module
+    docstring); the parts sum to ``wall_s``. ``protocol_s`` None (the run's protocol cost is
+    unknown, :mod:`mastif.protocols.wire`) leaves protocol, set-up and harness null: the
+    rest cannot be split between them, and counting the unknown as 0 would pass protocol
+    time off as harness or set-up."""
+    spans = intervals(llm_calls, tool_calls, in_flight)
+    spans += [(a, b, SETUP) for a, b in setup_spans]
+    seconds = covered(spans, wall_s)
+    rest = max(0.0, wall_s - seconds[MODEL] - seconds[QUEUE] - seconds[TOOLS])
     protocol = None if protocol_s is None else min(max(0.0, protocol_s), rest)
+    setup = None if protocol is None else min(seconds[SETUP], rest - protocol)
     return TimeSplit(
         model_s=seconds[MODEL],
         queue_s=seconds[QUEUE],
         tools_s=seconds[TOOLS],
         protocol_s=protocol,
-        harness_s=None if protocol is None else rest - protocol,
+        harness_s=None if protocol is None or setup is None else rest - protocol - setup,
         n_cached_calls=sum(1 for c in llm_calls if c.cached),
+        setup_s=setup,
     )

@@ -92,14 +92,15 @@ class RunTrace:
     completion_tokens: int | None = 0
     n_llm_calls: int | None = 0  # None: the run's LLM calls were not recorded (imported)
     wall_seconds: float = 0.0
-    # wall_seconds decomposed (mastif.timing.decompose): the five parts sum to wall_seconds;
+    # wall_seconds decomposed (mastif.timing.decompose): the six parts sum to wall_seconds;
     # where parts overlap in time (concurrent calls, tools beside a model call) each second
-    # is counted once, in the order model > queue > tools > protocol > harness. None: not
+    # is counted once, in the order model > queue > tools > protocol > setup > harness. None: not
     # decomposed (imported runs, rows of earlier versions)
     wall_model_s: float | None = None  # upstream model requests of non-cached calls
     wall_queue_s: float | None = None  # waiting for a connection slot or a retry's back-off
     wall_tools_s: float | None = None  # tool calls' own duration
     wall_protocol_s: float | None = None  # protocol_seconds, as far as the rest of wall holds it
+    wall_setup_s: float | None = None  # building the run's framework objects (tools, agents, ...)
     wall_harness_s: float | None = None  # the rest: framework, orchestration, gateway, mastif
     n_cached_calls: int | None = None  # LLM calls answered from the response cache
     started_at: datetime | None = None
@@ -281,6 +282,7 @@ RUN_SCHEMA = pa.schema(
         ("wall_queue_s", pa.float64()),
         ("wall_tools_s", pa.float64()),
         ("wall_protocol_s", pa.float64()),
+        ("wall_setup_s", pa.float64()),
         ("wall_harness_s", pa.float64()),
         ("n_cached_calls", pa.int64()),
         ("started_at", pa.timestamp("us", tz="UTC")),

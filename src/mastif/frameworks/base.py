@@ -14,7 +14,7 @@ import bisect
 import contextlib
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -44,6 +44,10 @@ class RunRecorder:
     tool_calls: list[ToolCall] = field(default_factory=list)
     #: ``time.perf_counter()`` when the run started: tool calls' ``started_s`` count from it
     origin: float = field(default_factory=time.perf_counter)
+    #: (start, end) on the run's timeline (seconds since ``origin``) of the spans in which a
+    #: framework built its objects for the run (:meth:`RunContext.setting_up`): set-up time,
+    #: reported apart from the agents' work (``wall_setup_s``, :mod:`mastif.timing`)
+    setup_spans: list[tuple[float, float]] = field(default_factory=list)
     #: the issue number of each entry of ``tool_calls`` (ascending)
     _issued: list[int] = field(default_factory=list, repr=False)
     _next: int = field(default=0, repr=False)
@@ -52,6 +56,15 @@ class RunRecorder:
         out = NodeOutput(node, step, output_key, text)
         self.node_outputs.append(out)
         return out
+
+    @contextlib.contextmanager
+    def setting_up(self) -> Iterator[None]:
+        """Time what runs inside as set-up (a span of :attr:`setup_spans`)."""
+        start = time.perf_counter() - self.origin
+        try:
+            yield
+        finally:
+            self.setup_spans.append((start, time.perf_counter() - self.origin))
 
     def issue(self) -> int:
         """A place for a tool call that starts now, for :meth:`tool_call` when it ends."""
@@ -163,6 +176,11 @@ class RunContext:
         finally:
             self.built.clear()
 
+    def setting_up(self) -> contextlib.AbstractContextManager[None]:
+        """``with ctx.setting_up(): ...`` around building the run's framework objects (tools,
+        agents, models, graphs, kernels, flows): that time is set-up, not the agents' work."""
+        return self.recorder.setting_up()
+
     def llm_base_url(self, node: str) -> str:
         return f"{self.gateway_url}/{node}/v1"
 
@@ -226,6 +244,11 @@ class RunContext:
         return [t.name for t in self.tools.tool_specs()]
 
 
+#: one node visit handed to an agent: ``dispatch(node, step, prompt) -> text`` (in-process
+#: the framework's ``run_node``; under ``a2a`` an A2A request to the node's agent)
+Dispatch = Callable[[PlannedNode, int, str], Awaitable[str]]
+
+
 class FrameworkAdapter(Protocol):
     name: str
 
@@ -238,5 +261,16 @@ class FrameworkAdapter(Protocol):
         """One visit of ``node`` with a prompt an orchestrator rendered; return its text.
 
         The orchestrator records the node output; tool calls are recorded as in ``run``.
+        """
+        ...
+
+    async def orchestrate(self, ctx: RunContext, dispatch: Dispatch) -> str:
+        """Run the linear workflow with the framework's own construct (the same one ``run``
+        uses), every node visit being ``mastif.orchestration.visit_node(ctx, dispatch, node,
+        step)``: the framework orchestrates, the agents behind ``dispatch`` do the nodes'
+        work (under ``a2a``: A2A requests to the node agents). Return the final answer.
+
+        Optional for a plugin: without it, mastif's own orchestrator
+        (``mastif.orchestration.run_linear``) chains the visits under ``a2a``.
         """
         ...

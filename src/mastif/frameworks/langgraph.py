@@ -13,8 +13,13 @@ produced, or under ``mcp`` through langchain-mcp-adapters' tools and the MCP ser
 records them. Calls LangGraph refuses before any tool runs (a name that is not offered, or
 arguments that are not valid JSON) are recorded as failed calls by the model node.
 
-For an orchestrator (``a2a``, the hierarchical shape) :meth:`LangGraphAdapter.run_node`
-runs one node visit with a given prompt as a one-node graph of the same kind.
+Under ``a2a`` the orchestrator agent runs the same graph (:meth:`LangGraphAdapter.
+orchestrate`): the same nodes, edges and loop routing, but each node's step is one A2A
+request to the node's agent (``mastif.orchestration.visit_node``) instead of model calls, so
+it has no tool nodes. A node agent (and a hierarchical decomposer/worker/synthesiser) runs its
+visit with :meth:`LangGraphAdapter.run_node`: a one-node graph of the model-calling kind,
+compiled once per node and run. Building tools and graphs is timed as set-up
+(``ctx.setting_up``).
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.prebuilt import ToolNode
 
-from mastif.frameworks.base import RunContext
+from mastif.frameworks.base import Dispatch, RunContext
+from mastif.orchestration import visit_node
 from mastif.trace import NodeOutput
 from mastif.workflow import PlannedNode, WorkflowPlan, render_prompt
 
@@ -138,12 +144,16 @@ class LangGraphAdapter:
         tools: list[BaseTool],
         plan: WorkflowPlan | None = None,
         single: bool = False,
+        dispatch: Dispatch | None = None,
     ) -> Any:
         """The graph of ``plan`` (the run's plan by default).
 
         ``single``: the plan is one node visit whose prompt and step come in the initial
         state (a node run for an orchestrator: :meth:`run_node`), so the graph is built
         once per node and run and invoked for every visit.
+        ``dispatch``: each node's step hands its visit to an agent (``visit_node``: the
+        rendered prompt to ``dispatch``, its text recorded) instead of calling the model;
+        ``tools`` must then be empty (the agents have them).
         """
         plan = plan or ctx.plan
         gen = ctx.generation
@@ -152,6 +162,15 @@ class LangGraphAdapter:
         def model_node(node: PlannedNode, last_in_loop: bool):  # type: ignore[no-untyped-def]
             use_tools = node.spec.use_tools and bool(tools)
             llm = chat_model(ctx, node.name)
+
+            async def delegate(state: GraphState) -> dict[str, Any]:
+                assert dispatch is not None
+                step = state["step"] if node.spec.loop else 1
+                text = await visit_node(ctx, dispatch, node, step)
+                done = {"done": True} if node.stops_loop(text) else {}
+                step_update = {"step": state["step"] + 1} if last_in_loop else {}
+                out = ctx.recorder.node_outputs[-1]  # visit_node recorded it
+                return {**done, **step_update, "outputs": [out], "active": node.name}
 
             async def fn(state: GraphState) -> dict[str, Any]:
                 step = state["step"] if (node.spec.loop or single) else 1
@@ -196,7 +215,7 @@ class LangGraphAdapter:
                 return {**base, **done, **step_update, "outputs": [out], "tool_rounds": 0,
                         "wants_tools": False}  # fmt: skip
 
-            return fn
+            return fn if dispatch is None else delegate
 
         loop = plan.loop
         for n in plan.nodes:
@@ -257,7 +276,17 @@ class LangGraphAdapter:
         )  # fmt: skip
 
     async def run(self, ctx: RunContext) -> str:
-        graph = self.build_graph(ctx, await load_tools(ctx))
+        with ctx.setting_up():
+            graph = self.build_graph(ctx, await load_tools(ctx))
+        final = await self._invoke(graph, ctx, ctx.plan, 1)
+        outputs: list[NodeOutput] = final["outputs"]
+        return outputs[-1].text if outputs else ""
+
+    async def orchestrate(self, ctx: RunContext, dispatch: Dispatch) -> str:
+        """The workflow's graph, each node's step a visit handed to ``dispatch`` (``a2a``:
+        the node agents); the same routing as :meth:`run`."""
+        with ctx.setting_up():
+            graph = self.build_graph(ctx, [], dispatch=dispatch)
         final = await self._invoke(graph, ctx, ctx.plan, 1)
         outputs: list[NodeOutput] = final["outputs"]
         return outputs[-1].text if outputs else ""
@@ -268,12 +297,14 @@ class LangGraphAdapter:
         every visit of that node."""
         plan = WorkflowPlan((node,), (), (), ctx.plan.max_steps)
         built = ctx.built.setdefault(self.name, {"graphs": {}})
-        if node.spec.use_tools and "tools" not in built:
-            built["tools"] = await load_tools(ctx)
         graph = built["graphs"].get(node.name)
         if graph is None:
-            tools = built.get("tools", []) if node.spec.use_tools else []
-            graph = built["graphs"][node.name] = self.build_graph(ctx, tools, plan, single=True)
+            with ctx.setting_up():
+                if node.spec.use_tools and "tools" not in built:
+                    built["tools"] = await load_tools(ctx)
+                tools = built.get("tools", []) if node.spec.use_tools else []
+                graph = self.build_graph(ctx, tools, plan, single=True)
+                built["graphs"][node.name] = graph
         final = await self._invoke(graph, ctx, plan, step, prompt)
         outputs: list[NodeOutput] = final["outputs"]
         return outputs[-1].text if outputs else ""
