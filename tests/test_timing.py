@@ -33,8 +33,14 @@ def tool(started, duration) -> ToolCall:
 def parts(split) -> tuple[float | None, ...]:
     return tuple(
         None if x is None else round(x, 9)
-        for x in (split.model_s, split.queue_s, split.tools_s, split.protocol_s, split.setup_s,
-                  split.harness_s)  # fmt: skip
+        for x in (
+            split.model_s,
+            split.queue_s,
+            split.tools_s,
+            split.protocol_s,
+            split.setup_s,
+            split.harness_s,
+        )  # fmt: skip
     )
 
 
