@@ -131,7 +131,7 @@ from crewai.tools.tool_failure import ToolFailure, ToolFailureReason  # noqa: E4
 from crewai.utilities.pydantic_schema_utils import create_model_from_schema  # noqa: E402
 from pydantic import PrivateAttr  # noqa: E402
 
-from mastif.frameworks.base import RunContext  # noqa: E402
+from mastif.frameworks.base import Dispatch, RunContext  # noqa: E402
 from mastif.frameworks.threadbridge import ThreadBridge  # noqa: E402
 from mastif.orchestration import visit_node  # noqa: E402
 from mastif.provenance import PrivateMember, private_members_of  # noqa: E402
@@ -734,7 +734,8 @@ class CrewAIAdapter:
             )
             built = _RunObjects(bridge, worker)
             ctx.resources.callback(built.close)  # before building: nothing may leak
-            built.agents = await built.in_worker(build_agents, ctx, ctx.plan.nodes, bridge)
+            with ctx.setting_up():
+                built.agents = await built.in_worker(build_agents, ctx, ctx.plan.nodes, bridge)
             ctx.built[self.name] = built
         assert isinstance(built, _RunObjects)
         return built
@@ -742,18 +743,24 @@ class CrewAIAdapter:
     async def run(self, ctx: RunContext) -> str:
         """The workflow as a CrewAI Flow (:func:`workflow_flow`), run in the job's event loop
         with ``kickoff_async``; each node visit is the node's agent on a one-task crew."""
-        plan = ctx.plan
         objects = await self.objects(ctx)
         try:
-
-            async def visit(node: PlannedNode, step: int) -> str:
-                # the prompt from the run's history, one crew, its output recorded
-                return await visit_node(ctx, objects.crew, node, step)
-
-            await build_flow(plan, visit).kickoff_async()
+            return await self.orchestrate(ctx, objects.crew)
         except asyncio.CancelledError:
             objects.bridge.cancel()  # at once: the abandoned crew must not go on
             raise
+
+    async def orchestrate(self, ctx: RunContext, dispatch: Dispatch) -> str:
+        """The workflow's Flow, each node visit handed to ``dispatch`` (in :meth:`run` the
+        node's crew; under ``a2a`` an A2A request to the node's agent)."""
+
+        async def visit(node: PlannedNode, step: int) -> str:
+            # the prompt from the run's history, the visit, its output recorded
+            return await visit_node(ctx, dispatch, node, step)
+
+        with ctx.setting_up():
+            flow = build_flow(ctx.plan, visit)
+        await flow.kickoff_async()
         outputs = ctx.recorder.node_outputs
         return outputs[-1].text if outputs else ""
 

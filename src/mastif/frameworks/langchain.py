@@ -46,9 +46,13 @@ malformed tool-call JSON *and* valid calls, it answers the malformed call with i
 before the next model turn. Otherwise, for the same conversation, the requests are the
 same (no system prompt, one request per model turn).
 
-For an orchestrator (``a2a``, the hierarchical shape) :meth:`LangChainAdapter.run_node`
-invokes the node's agent with the given prompt; the agents and tools are built once per run
-and reused by every visit.
+Under ``a2a`` the orchestrator agent runs the same LCEL runnable (:meth:`LangChainAdapter.
+orchestrate`): each node's runnable hands its visit to the node's agent as an A2A request
+(``mastif.orchestration.visit_node``) instead of invoking a local agent. A node agent (and a
+hierarchical decomposer/worker/synthesiser) runs its visit with
+:meth:`LangChainAdapter.run_node`: the node's agent invoked with the given prompt; the agents
+and tools are built once per run and reused by every visit. Building them and the runnable
+is timed as set-up (``ctx.setting_up``).
 """
 
 from __future__ import annotations
@@ -75,13 +79,14 @@ from langchain_core.runnables import (
 from langchain_core.tools import BaseTool
 from langgraph.types import Command
 
-from mastif.frameworks.base import RunContext
+from mastif.frameworks.base import Dispatch, RunContext
 from mastif.frameworks.langgraph import (
     chat_model,
     load_tools,
     message_text,
     record_refused_calls,
 )
+from mastif.orchestration import visit_node
 from mastif.trace import NodeOutput
 from mastif.workflow import PlannedNode, WorkflowPlan, render_prompt
 
@@ -160,9 +165,10 @@ class LangChainAdapter:
         """The run's tools and agents, built on its first use and kept with its context."""
         built = ctx.built.get(self.name)
         if built is None:
-            tools = await load_tools(ctx)
-            agents = {n.name: self.build_agent(ctx, n, tools) for n in ctx.plan.nodes}
-            built = ctx.built[self.name] = RunObjects(tools, agents)
+            with ctx.setting_up():
+                tools = await load_tools(ctx)
+                agents = {n.name: self.build_agent(ctx, n, tools) for n in ctx.plan.nodes}
+                built = ctx.built[self.name] = RunObjects(tools, agents)
         assert isinstance(built, RunObjects)
         return built
 
@@ -172,12 +178,36 @@ class LangChainAdapter:
         turn, with room to spare; the real bounds are the plan's and :class:`NodeTurns`'."""
         return ctx.plan.max_steps + 2 * ctx.generation.max_tool_rounds + 1 + 10
 
-    def build_workflow(self, ctx: RunContext, objects: RunObjects) -> Runnable:
-        """The plan as one LCEL runnable from the initial state to the final state."""
+    def build_workflow(
+        self, ctx: RunContext, objects: RunObjects | None, dispatch: Dispatch | None = None
+    ) -> Runnable:
+        """The plan as one LCEL runnable from the initial state to the final state.
+
+        ``dispatch``: each node's runnable hands its visit to an agent (``visit_node``: the
+        rendered prompt to ``dispatch``, its text recorded) instead of invoking the node's
+        local agent; ``objects`` are then not needed.
+        """
         plan: WorkflowPlan = ctx.plan
-        tools = objects.tools
+        tools = objects.tools if objects is not None else []
+
+        def delegated_runnable(node: PlannedNode) -> Runnable:
+            assert dispatch is not None
+
+            async def delegate(state: dict[str, Any]) -> dict[str, Any]:
+                step = state["step"] if node.spec.loop else 1
+                text = await visit_node(ctx, dispatch, node, step)
+                return {
+                    "outputs": [*state["outputs"], ctx.recorder.node_outputs[-1]],
+                    "step": state["step"],
+                    "done": state["done"] or node.stops_loop(text),
+                }
+
+            return RunnableLambda(delegate, name=node.name)
 
         def node_runnable(node: PlannedNode) -> Runnable:
+            if dispatch is not None:
+                return delegated_runnable(node)
+            assert objects is not None
             names = [t.name for t in tools] if node.spec.use_tools and tools else []
 
             async def prompt(state: dict[str, Any]) -> dict[str, Any]:
@@ -242,7 +272,18 @@ class LangChainAdapter:
 
     async def run(self, ctx: RunContext) -> str:
         objects = await self.objects(ctx)
-        workflow = self.build_workflow(ctx, objects)
+        with ctx.setting_up():
+            workflow = self.build_workflow(ctx, objects)
+        return await self._invoke(ctx, workflow)
+
+    async def orchestrate(self, ctx: RunContext, dispatch: Dispatch) -> str:
+        """The workflow's runnable, each node's visit handed to ``dispatch`` (``a2a``: the
+        node agents); the same chain and loop as :meth:`run`."""
+        with ctx.setting_up():
+            workflow = self.build_workflow(ctx, None, dispatch)
+        return await self._invoke(ctx, workflow)
+
+    async def _invoke(self, ctx: RunContext, workflow: Runnable) -> str:
         final = await workflow.ainvoke(
             {"outputs": [], "step": 1, "done": False},
             config={"recursion_limit": self.recursion_limit(ctx)},

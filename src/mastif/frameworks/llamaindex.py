@@ -55,9 +55,10 @@ from llama_index.core.workflow import Event, StartEvent, StopEvent, Workflow, st
 from llama_index.llms.openai_like import OpenAILike
 from llama_index.tools.mcp import BasicMCPClient, McpToolSpec
 
-from mastif.frameworks.base import RunContext
+from mastif.frameworks.base import Dispatch, RunContext
+from mastif.orchestration import visit_node
 from mastif.trace import NodeOutput
-from mastif.workflow import PlannedNode, render_prompt
+from mastif.workflow import PlannedNode
 
 #: how many runs' LLMs and tools one adapter (one stack job) keeps for ``run_node``
 RUN_CACHE = 64
@@ -224,22 +225,16 @@ class AfterVisit(Event):
 class LinearWorkflow(Workflow):
     """navigate → observe ⇄ interact → report as LlamaIndex workflow steps."""
 
-    def __init__(self, run: RunObjects) -> None:
+    def __init__(self, ctx: RunContext, dispatch: Dispatch) -> None:
         super().__init__(timeout=None)  # the runner bounds the run
-        self.objects = run
-        self.plan = run.ctx.plan
+        self.ctx, self.dispatch = ctx, dispatch
+        self.plan = ctx.plan
         self.outputs: list[NodeOutput] = []
 
     async def visit(self, node: PlannedNode, step: int) -> str:
-        ctx, plan = self.objects.ctx, self.plan
-        has_tools = node.spec.use_tools and bool(self.objects.tools)
-        prompt = render_prompt(
-            node, ctx.task, self.outputs, step, plan.max_steps,
-            ctx.tool_names() if has_tools else [], prompt_format=plan.prompt_format,
-            tool_calls=ctx.recorder.tool_calls, page=await ctx.page_for(node),
-        )  # fmt: skip
-        text = await self.objects.visit(node, step, prompt)
-        self.outputs.append(ctx.recorder.node_output(node.name, step, node.spec.output_key, text))
+        # the prompt from the run's history, the visit, its output recorded
+        text = await visit_node(self.ctx, self.dispatch, node, step)
+        self.outputs.append(self.ctx.recorder.node_outputs[-1])
         return text
 
     def enter_loop(self) -> LoopVisit | AfterVisit | StopEvent:
@@ -306,7 +301,18 @@ class LlamaIndexAdapter:
         self._building: dict[str, asyncio.Future[RunObjects]] = {}
 
     async def run(self, ctx: RunContext) -> str:
-        workflow = LinearWorkflow(await RunObjects.build(ctx, ctx.plan.nodes))
+        """The workflow as a LlamaIndex Workflow (:class:`LinearWorkflow`), each node visit
+        the node's LLM and tools on the run's objects."""
+        with ctx.setting_up():
+            objects = await RunObjects.build(ctx, ctx.plan.nodes)
+        return await self.orchestrate(ctx, objects.visit)
+
+    async def orchestrate(self, ctx: RunContext, dispatch: Dispatch) -> str:
+        """The workflow's LlamaIndex Workflow, each node visit handed to ``dispatch`` (in
+        :meth:`run` the node's LLM and tools; under ``a2a`` an A2A request to the node's
+        agent)."""
+        with ctx.setting_up():
+            workflow = LinearWorkflow(ctx, dispatch)
         handler = workflow.run()
         try:
             result = await asyncio.shield(handler)
@@ -331,7 +337,8 @@ class LlamaIndexAdapter:
             pending = asyncio.ensure_future(RunObjects.build(ctx, ctx.plan.nodes))
             self._building[ctx.run_id] = pending
             try:
-                objects = await pending
+                with ctx.setting_up():
+                    objects = await pending
             finally:
                 self._building.pop(ctx.run_id, None)
             self._runs[ctx.run_id] = objects

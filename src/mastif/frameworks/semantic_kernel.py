@@ -94,10 +94,11 @@ from semantic_kernel.processes.kernel_process import (
 )
 from semantic_kernel.processes.local_runtime.local_kernel_process import start
 
-from mastif.frameworks.base import RunContext
+from mastif.frameworks.base import Dispatch, RunContext
+from mastif.orchestration import visit_node
 from mastif.provenance import PrivateMember, private_members_of
 from mastif.trace import NodeOutput
-from mastif.workflow import PlannedNode, WorkflowPlan, render_prompt
+from mastif.workflow import PlannedNode, WorkflowPlan
 
 #: plugin holding the tools; the model never sees it (tools are offered by bare name)
 PLUGIN_NAME = "mastif_tools"
@@ -301,8 +302,8 @@ class WorkflowRun:
     as a plugin, and automatic function calling offers a kernel's every function as a tool.
     """
 
-    def __init__(self, adapter: SemanticKernelAdapter, ctx: RunContext, kernel: RecordingKernel):
-        self.adapter, self.ctx, self.kernel = adapter, ctx, kernel
+    def __init__(self, ctx: RunContext, dispatch: Dispatch):
+        self.ctx, self.dispatch = ctx, dispatch
         self.process_kernel = Kernel()
         self.nodes = {n.name: n for n in ctx.plan.nodes}
         self.outputs: list[NodeOutput] = []
@@ -313,17 +314,12 @@ class WorkflowRun:
         """One node visit, then the event that routes the process on."""
         ctx, plan, node = self.ctx, self.ctx.plan, self.nodes[name]
         try:
-            has_tools = node.spec.use_tools and bool(ctx.tool_names())
-            prompt = render_prompt(
-                node, ctx.task, self.outputs, step, plan.max_steps,
-                ctx.tool_names() if has_tools else [], prompt_format=plan.prompt_format,
-                tool_calls=ctx.recorder.tool_calls, page=await ctx.page_for(node),
-            )  # fmt: skip
-            text = await self.adapter.ask(ctx, self.kernel, node, step, prompt)
+            # the prompt from the run's history, the visit, its output recorded
+            text = await visit_node(ctx, self.dispatch, node, step)
         except Exception as exc:
             self.error = exc
             raise
-        self.outputs.append(ctx.recorder.node_output(name, step, node.spec.output_key, text))
+        self.outputs.append(ctx.recorder.node_outputs[-1])
         event, next_step = next_event(plan, node, step, text)
         await context.emit_event(event, data=next_step)
 
@@ -499,7 +495,9 @@ class SemanticKernelAdapter:
         kernel = ctx.built.get(self.name)
         if kernel is None:
             opened = self.open_kernel(ctx, ctx.plan.nodes)
-            kernel = ctx.built[self.name] = await ctx.resources.enter_async_context(opened)
+            with ctx.setting_up():
+                kernel = await ctx.resources.enter_async_context(opened)
+            ctx.built[self.name] = kernel
         assert isinstance(kernel, RecordingKernel)
         return kernel
 
@@ -536,10 +534,22 @@ class SemanticKernelAdapter:
             yield kernel
 
     async def _run(self, ctx: RunContext) -> str:
-        """The workflow as an SK process on the local runtime (see :func:`workflow_process`)."""
+        """The workflow as an SK process on the local runtime (see :func:`workflow_process`),
+        each node visit one chat call on the run's kernel."""
+        kernel = await self.kernel(ctx)
+
+        async def ask(node: PlannedNode, step: int, prompt: str) -> str:
+            return await self.ask(ctx, kernel, node, step, prompt)
+
+        return await self.orchestrate(ctx, ask)
+
+    async def orchestrate(self, ctx: RunContext, dispatch: Dispatch) -> str:
+        """The workflow's SK process, each node visit handed to ``dispatch`` (in :meth:`run`
+        a chat call on the run's kernel; under ``a2a`` an A2A request to the node's agent)."""
         plan = ctx.plan
-        run = WorkflowRun(self, ctx, await self.kernel(ctx))
-        process = workflow_process(plan, run)
+        with ctx.setting_up():
+            run = WorkflowRun(ctx, dispatch)
+            process = workflow_process(plan, run)
         # a superstep per node visit, and one to find nothing left to do
         visits = len(plan.before) + len(plan.loop) * plan.max_steps + len(plan.after)
         await start(

@@ -84,7 +84,7 @@ from smolagents.models import ChatMessage, ChatMessageToolCall, ChatMessageToolC
 from smolagents.monitoring import LogLevel, TokenUsage
 from smolagents.utils import AgentError, AgentGenerationError, AgentToolCallError
 
-from mastif.frameworks.base import RunContext
+from mastif.frameworks.base import Dispatch, RunContext
 from mastif.frameworks.threadbridge import RunCancelled, ThreadBridge
 from mastif.orchestration import visit_node as render_and_visit
 from mastif.provenance import PrivateMember, private_members_of
@@ -477,7 +477,8 @@ class SmolagentsAdapter:
         worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"smol-{ctx.run_id[:8]}")
         try:
             objects = _RunObjects(bridge, worker, {})
-            objects.agents = await objects.in_worker(build_agents, bridge, ctx.plan.nodes)
+            with ctx.setting_up():
+                objects.agents = await objects.in_worker(build_agents, bridge, ctx.plan.nodes)
             yield objects
         finally:
             bridge.cancel()  # a cancelled run must not go on in its worker thread
@@ -497,28 +498,33 @@ class SmolagentsAdapter:
         return built
 
     async def run(self, ctx: RunContext) -> str:
-        plan = ctx.plan
         async with self._session(ctx) as objects:
+            return await self.orchestrate(ctx, objects.visit)
 
-            async def execute(node: PlannedNode, step: int) -> str:
-                # the prompt from the run's history, the visit, its output recorded
-                return await render_and_visit(ctx, objects.visit, node, step)
+    async def orchestrate(self, ctx: RunContext, dispatch: Dispatch) -> str:
+        """The node sequence, each visit handed to ``dispatch`` (in :meth:`run` the node's
+        agent; under ``a2a`` an A2A request to the node's agent). smolagents cannot express
+        the fixed sequence with a bounded loop (see the module docstring), so this is the
+        adapter's own loop: the nodes before the loop once, the loop nodes in order for up
+        to max_steps rounds (stop_when ends it at once), then the nodes after it."""
+        plan = ctx.plan
 
-            # smolagents cannot express the fixed sequence with a bounded loop (see the
-            # module docstring): the nodes before the loop once, the loop nodes in order for
-            # up to max_steps rounds (stop_when ends it at once), then the nodes after it
-            for node in plan.before:
-                await execute(node, 1)
-            stopped = False
-            for step in range(1, plan.max_steps + 1 if plan.loop else 1):
-                for node in plan.loop:
-                    if node.stops_loop(await execute(node, step)):
-                        stopped = True
-                        break
-                if stopped:
+        async def execute(node: PlannedNode, step: int) -> str:
+            # the prompt from the run's history, the visit, its output recorded
+            return await render_and_visit(ctx, dispatch, node, step)
+
+        for node in plan.before:
+            await execute(node, 1)
+        stopped = False
+        for step in range(1, plan.max_steps + 1 if plan.loop else 1):
+            for node in plan.loop:
+                if node.stops_loop(await execute(node, step)):
+                    stopped = True
                     break
-            for node in plan.after:
-                await execute(node, 1)
+            if stopped:
+                break
+        for node in plan.after:
+            await execute(node, 1)
         outputs = ctx.recorder.node_outputs
         return outputs[-1].text if outputs else ""
 
