@@ -30,6 +30,7 @@ WIRE_TOOL_NAMES: dict[str, str] = {
 #: framework repairs such arguments itself and the call is made with what it recovered)
 INVALID_JSON_ERRORS: dict[str, str | None] = {
     # "llamaindex": None,
+    "crewai": "Failed to parse tool arguments as JSON",  # CrewAI's own refusal text
     "semantic_kernel": "Arguments must be in JSON format",  # SK's own refusal text
     # "smolagents": "...",
 }
