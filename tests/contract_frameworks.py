@@ -22,7 +22,7 @@ def wire_tool_name(framework: str, tool: str) -> str:
 
 #: each framework's own wire name of a tool, where it is not the tool's name
 WIRE_TOOL_NAMES: dict[str, str] = {
-    # "semantic_kernel": "<plugin>-{tool}",
+    "semantic_kernel": "mastif_tools-{tool}",  # SK's <plugin>-<function>
 }
 
 #: what the recorded error of a call whose arguments are not valid JSON contains, where a
@@ -30,6 +30,8 @@ WIRE_TOOL_NAMES: dict[str, str] = {
 #: framework repairs such arguments itself and the call is made with what it recovered)
 INVALID_JSON_ERRORS: dict[str, str | None] = {
     # "llamaindex": None,
+    "crewai": "Failed to parse tool arguments as JSON",  # CrewAI's own refusal text
+    "semantic_kernel": "Arguments must be in JSON format",  # SK's own refusal text
     # "smolagents": "...",
 }
 

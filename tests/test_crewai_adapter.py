@@ -74,6 +74,44 @@ def test_refused_calls_are_recorded_in_the_models_order(tmp_path, fake_model_con
     assert said[2].startswith("Error: Failed to parse tool arguments as JSON")
 
 
+def test_calls_of_a_reply_run_concurrently_and_are_recorded_in_the_models_order(
+    tmp_path, fake_model_config
+):
+    """CrewAI's default: the calls of one reply run in its thread pool; the results go back
+    in the model's order (CrewAI's), and so do the records (ours)."""
+    slow = "s = 0\nfor i in range(999):\n    for j in range(999):\n        s += i * j\nprint(s)"
+    calls = [
+        ("python_repl", {"code": slow}),
+        ("no_such_tool", {"x": 1}),
+        ("datetime", {"timezone": "UTC"}),
+        ("json_parser", '{"json_string": "{}", '),
+    ]
+
+    def respond(payload):
+        return {"tool_calls": calls} if first_interact_turn(payload) else {"content": "done."}
+
+    with ScriptedChatServer(respond) as srv:
+        (trace,) = run_stack(
+            fake_model_config(srv.base_url, max_steps=1), tmp_path, framework="crewai"
+        )
+    assert trace.status == "ok", trace.error_message
+    assert [(c.name, c.ok) for c in trace.tool_calls] == [
+        ("python_repl", True), ("no_such_tool", False), ("datetime", True),
+        ("json_parser", False),
+    ]  # fmt: skip
+    repl, _, clock, _ = trace.tool_calls
+    assert repl.output == str(sum(i * j for i in range(999) for j in range(999)))
+    # the fast call ran while the slow one was running (in sequence it would start after)
+    assert clock.started_s < repl.started_s + repl.duration_s - 0.05
+    # the wire: CrewAI's results in the model's order, its own refusal texts
+    follow_up = next(r for r in srv.requests if any(m["role"] == "tool" for m in r["messages"]))
+    (assistant,) = [m for m in follow_up["messages"] if m["role"] == "assistant"]
+    tool_msgs = [m for m in follow_up["messages"] if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tool_msgs] == [tc["id"] for tc in assistant["tool_calls"]]
+    assert tool_msgs[1]["content"] == "Tool not found"
+    assert tool_msgs[3]["content"].startswith("Error: Failed to parse tool arguments as JSON")
+
+
 def test_tools_are_offered_as_crewai_strict_functions(tmp_path, fake_model_config):
     with ScriptedChatServer(lambda p: {"content": "CONTINUE"}) as srv:
         run_stack(fake_model_config(srv.base_url, max_steps=1), tmp_path, framework="crewai")

@@ -45,34 +45,109 @@ def is_first_interact_turn(payload):
     )
 
 
-def test_tools_are_offered_as_specified_and_required_holds_for_the_first_turn(tmp_path, sk_config):
+@pytest.mark.parametrize("protocol", ["standard", "mcp"])
+def test_tools_are_offered_as_sk_offers_them_and_required_holds_for_the_first_turn(
+    tmp_path, sk_config, protocol
+):
     def respond(payload):
         if "interaction round" in last_user_text(payload):
-            return {"tool_calls": [("datetime", {"timezone": "UTC"})]}
+            # the model may name a tool bare or as SK offers it; SK resolves both
+            turn = sum(m["role"] == "tool" for m in payload["messages"])
+            name = "datetime" if turn == 0 else f"{sk_adapter.PLUGIN_NAME}-datetime"
+            return {"tool_calls": [(name, {"timezone": "UTC"})]}
         return {"content": "CONTINUE"}
 
     with ScriptedChatServer(respond) as srv:
         cfg = sk_config(srv.base_url, max_steps=1, max_tool_rounds=2)
         cfg["workflow"]["nodes"][2]["tool_choice"] = "required"
+        cfg["protocols"] = [protocol]
         (trace,) = run_stack(cfg, tmp_path)
     assert trace.status == "ok", trace.error_message
     interact = [r for r in srv.requests if "interaction round" in last_user_text(r)]
     assert len(interact) == 3  # two tool rounds, then one request without tools
-    # the gateway maps "required" to "auto" for llama.cpp only; this endpoint is not local
+    # the gateway maps "required" to "auto" for llama.cpp only; this endpoint is not local.
+    # SK would send "required" on every round: the turn policy sends it on the first only
     assert [r.get("tool_choice") for r in interact] == ["required", "auto", None]
     assert "tools" not in interact[-1]
-    # same names, descriptions and JSON schemas as the tool registry: no plugin prefix,
-    # no schema rebuilt from parameter metadata
+    # SK's own tool definitions, in-process and from SK's MCP plugin alike:
+    # ``<plugin>-<function>``, and a parameters object SK rebuilds from the parameter
+    # metadata (the tool's property schemas and required list; no additionalProperties)
     expected = [
         {"type": "function",
-         "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+         "function": {"name": f"mastif_tools-{t.name}", "description": t.description,
+                      "parameters": {"type": "object",
+                                     "properties": t.parameters["properties"],
+                                     "required": t.parameters.get("required", [])}}}
         for t in get_tools(["python_repl", "sympy", "datetime", "json_parser"])
     ]  # fmt: skip
-    assert interact[0]["tools"] == expected
+    # (in the order the tools were listed: the registry's in-process, the server's under mcp)
+    by_name = sorted(interact[0]["tools"], key=lambda t: t["function"]["name"])
+    assert by_name == sorted(expected, key=lambda t: t["function"]["name"])
+    assert any("additionalProperties" in t.parameters for t in get_tools(["datetime"]))
+    # recorded under the protocol's tool name, whatever name SK resolved
     assert [(c.name, json.loads(c.arguments), c.ok) for c in trace.tool_calls] == [
         ("datetime", {"timezone": "UTC"}, True),
         ("datetime", {"timezone": "UTC"}, True),
     ]
+
+
+def test_calls_of_a_reply_run_concurrently_and_are_recorded_in_the_models_order(
+    tmp_path, sk_config, monkeypatch
+):
+    """SK's default: the calls of one reply start together (``asyncio.gather``) and each
+    tool message is appended when its call is done; the trace keeps the model's order."""
+    events = []
+    invoke = Kernel.invoke_function_call
+
+    async def spy_invoke(self, function_call, chat_history, **kwargs):
+        events.append(("start", function_call.name))
+        try:
+            return await invoke(self, function_call, chat_history, **kwargs)
+        finally:
+            events.append(("end", function_call.name))
+
+    monkeypatch.setattr(Kernel, "invoke_function_call", spy_invoke)
+    slow = "s = 0\nfor i in range(999):\n    for j in range(999):\n        s += i * j\nprint(s)"
+    calls = [
+        ("python_repl", {"code": slow}),
+        ("no_such_tool", {"x": 1}),
+        ("mastif_tools-datetime", {"timezone": "UTC"}),
+        ("json_parser", '{"json_string": "{}", '),
+    ]
+
+    def respond(payload):
+        if is_first_interact_turn(payload):
+            return {"tool_calls": calls}
+        return {"content": "done."}
+
+    with ScriptedChatServer(respond) as srv:
+        (trace,) = run_stack(sk_config(srv.base_url, max_steps=1), tmp_path)
+    assert trace.status == "ok", trace.error_message
+    # started in the model's order, all four before the first (the slow one) ended
+    assert [n for e, n in events if e == "start"] == [name for name, _ in calls]
+    assert events[-1] == ("end", "python_repl") and len(events) == 8
+    # the trace: the model's order, under the protocol's names for the calls that ran
+    assert [(c.name, c.ok) for c in trace.tool_calls] == [
+        ("python_repl", True), ("no_such_tool", False), ("datetime", True),
+        ("json_parser", False),
+    ]  # fmt: skip
+    assert trace.tool_calls[0].output == str(sum(i * j for i in range(999) for j in range(999)))
+    # the wire: SK's own write-back, each tool message when its call is done, so the
+    # refusals (answered at once) come before the slow call's result
+    follow_up = next(r for r in srv.requests if r["messages"][-1]["role"] == "tool")
+    (assistant,) = [m for m in follow_up["messages"] if m["role"] == "assistant"]
+    ids = [tc["id"] for tc in assistant["tool_calls"]]
+    tool_msgs = [m for m in follow_up["messages"] if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tool_msgs[:2]] == [ids[1], ids[3]]
+    assert tool_msgs[-1]["tool_call_id"] == ids[0]
+    # SK's own refusal texts, and the recorded errors carry them
+    assert "is not part of the provided tools" in tool_msgs[0]["content"]
+    assert "Arguments must be in JSON format" in tool_msgs[1]["content"]
+    unknown, invalid = trace.tool_calls[1], trace.tool_calls[3]
+    assert "unknown tool 'no_such_tool'" in unknown.error
+    assert tool_msgs[0]["content"] in unknown.error
+    assert invalid.arguments == '{"json_string": "{}", '  # as the model produced it
+    assert "not valid JSON" in invalid.error and tool_msgs[1]["content"] in invalid.error
 
 
 def test_call_sk_refuses_is_recorded_and_the_tool_not_run(tmp_path, sk_config):

@@ -53,11 +53,15 @@ return an ``isError`` result).
 
 Refused calls. A tool name that is not offered (CrewAI answers ``Tool not found``) or
 arguments that are not valid JSON (``Failed to parse tool arguments as JSON``) never reach
-a tool; they are recorded as failed calls where CrewAI decides so,
-``AgentExecutor._execute_single_native_tool_call``, through a thin executor subclass
-(``Agent.executor_class``). The subclass also runs the calls of one reply one after the
-other (CrewAI would use a thread pool), so the trace has them in the model's order. CrewAI's
-tool-result cache is opt-in and stays off: every call runs the tool.
+a tool; they are recorded as failed calls (the model's name and arguments, CrewAI's text in
+the error) where CrewAI decides so, ``AgentExecutor._execute_single_native_tool_call``,
+through a thin executor subclass (``Agent.executor_class``). CrewAI's own execution order is
+kept: the calls of one reply run in its thread pool (more than one call, none
+``result_as_answer`` or usage-limited), and their results go back to the model in the
+model's order. The trace keeps the model's order too: each call takes its place in turn
+(:class:`_Turns`: a call to our tool is issued by ``ctx.call_tool`` once the calls before it
+took theirs, then runs concurrently with them). Under ``mcp`` the server records each call
+when it ends. CrewAI's tool-result cache is opt-in and stays off: every call runs the tool.
 
 Tool rounds. ``max_tool_rounds`` caps the replies with tool calls per node execution, as in
 the reference adapter: once that many were answered, the node's next request goes out
@@ -111,6 +115,7 @@ import functools  # noqa: E402
 import json  # noqa: E402
 import keyword  # noqa: E402
 import logging  # noqa: E402
+import threading  # noqa: E402
 from collections.abc import Awaitable, Callable  # noqa: E402
 from concurrent.futures import ThreadPoolExecutor  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
@@ -135,6 +140,7 @@ from mastif.frameworks.base import Dispatch, RunContext  # noqa: E402
 from mastif.frameworks.threadbridge import ThreadBridge  # noqa: E402
 from mastif.orchestration import visit_node  # noqa: E402
 from mastif.provenance import PrivateMember, private_members_of  # noqa: E402
+from mastif.tools import ToolResult  # noqa: E402
 from mastif.workflow import PlannedNode, WorkflowPlan  # noqa: E402
 
 
@@ -179,6 +185,90 @@ class _Bridge(ThreadBridge):
     def cancel(self) -> None:
         self.cancelled.set()
         self.close_clients()
+
+    def call_tool_in_turn(
+        self, turn: _Turn, node: str, step: int, name: str, arguments: Any
+    ) -> ToolResult:
+        """``ctx.call_tool`` on the run's event loop, taking ``turn``'s place in the trace."""
+        turn.wait(self)
+
+        async def in_turn() -> ToolResult:
+            # on the loop: ctx.call_tool takes its place (RunRecorder.issue) in this same
+            # step, before any later call of the reply can be scheduled
+            turn.done()
+            return await self.ctx.call_tool(node, step, name, arguments)
+
+        self.check()
+        return asyncio.run_coroutine_threadsafe(in_turn(), self.loop).result()
+
+    def record_refused_in_turn(
+        self, turn: _Turn, node: str, step: int, name: str, arguments: Any, error: str
+    ) -> None:
+        """Record a call CrewAI refused, in ``turn``'s place in the trace (on the loop)."""
+        turn.wait(self)
+
+        async def in_turn() -> None:
+            self.ctx.record_failed_tool_call(node, step, name, arguments, error)
+            turn.done()
+
+        asyncio.run_coroutine_threadsafe(in_turn(), self.loop).result()
+
+
+class _Turns:
+    """The tool calls of one reply, in the model's order, taking their places in the trace.
+
+    CrewAI runs the calls of a reply in a thread pool; which thread reaches its tool first
+    is up to the machine. Each call waits until the calls before it took their places (a
+    call to a tool: it was issued by ``ctx.call_tool``; a refused call: it was recorded; a
+    call that leaves no record of ours, e.g. over MCP: it ended), then takes its own; the
+    tools themselves still run concurrently.
+    """
+
+    def __init__(self, calls: list[Any]) -> None:
+        self.ids = [id(c) for c in calls]
+        self._next = 0  # every call before this one took its place
+        self._done: set[int] = set()
+        self._cond = threading.Condition()
+
+    def turn(self, call: Any) -> _Turn | None:
+        i = self.ids.index(id(call)) if id(call) in self.ids else None
+        return _Turn(self, i) if i is not None else None
+
+    def wait(self, i: int, bridge: _Bridge) -> None:
+        with self._cond:
+            while self._next < i:
+                bridge.check()  # a cancelled run's calls stop waiting
+                self._cond.wait(0.05)
+
+    def done(self, i: int) -> None:
+        with self._cond:
+            self._done.add(i)
+            while self._next in self._done:
+                self._next += 1
+            self._cond.notify_all()
+
+
+@dataclass
+class _Turn:
+    """One call's turn (:class:`_Turns`), and whether the call reached a tool."""
+
+    turns: _Turns
+    index: int
+    reached: bool = False  # the tool was called (in-process or over MCP)
+    placed: bool = False
+
+    def wait(self, bridge: _Bridge) -> None:
+        self.turns.wait(self.index, bridge)
+
+    def done(self) -> None:
+        if not self.placed:
+            self.placed = True
+            self.turns.done(self.index)
+
+
+#: the turn of the tool call the executor is running in this thread (CrewAI runs each call
+#: in a copy of the context it was submitted with)
+_TURN: contextvars.ContextVar[_Turn | None] = contextvars.ContextVar("mastif_turn", default=None)
 
 
 # -- model ---------------------------------------------------------------------------------
@@ -282,8 +372,14 @@ class GatewayTool(BaseTool):
         bridge = self._bridge
         assert bridge is not None and bridge.visit is not None
         arguments: Any = kwargs if not args else (args[0] if len(args) == 1 else list(args))
-        visit = bridge.visit
-        result = bridge.call_tool(visit.node.name, visit.step, self.name, arguments)
+        visit, turn = bridge.visit, _TURN.get()
+        if turn is None:  # not from the executor's tool calls (not expected)
+            result = bridge.call_tool(visit.node.name, visit.step, self.name, arguments)
+        else:
+            turn.reached = True
+            result = bridge.call_tool_in_turn(
+                turn, visit.node.name, visit.step, self.name, arguments
+            )
         if result.ok:
             return result.output
         # the error text as is, as CrewAI's MCP tools hand on an isError result
@@ -325,7 +421,15 @@ def raw_tool_call(tool_call: Any) -> tuple[str, Any]:
 
 
 class MastifAgentExecutor(AgentExecutor):
-    """CrewAI's executor, recording the tool calls it refuses; a reply's calls run in order."""
+    """CrewAI's executor, recording the tool calls it refuses, in the model's order.
+
+    CrewAI's own execution is unchanged: the calls of one reply run in its thread pool
+    (more than one call, none ``result_as_answer`` or usage-limited) and their results go
+    back to the model in the model's order. Each call takes its place in the trace in the
+    model's order (:class:`_Turns`).
+    """
+
+    _mastif_turns: _Turns | None = PrivateAttr(default=None)
 
     @classmethod
     def flow_definition(cls) -> Any:
@@ -334,32 +438,50 @@ class MastifAgentExecutor(AgentExecutor):
         return AgentExecutor.flow_definition()
 
     def _should_parallelize_native_tool_calls(self, tool_calls: list[Any]) -> bool:
-        return False  # the trace keeps the order in which the model made the calls
+        # CrewAI's decision, unchanged; called with the reply's runnable calls in the
+        # model's order just before it runs them: their places in the trace
+        self._mastif_turns = _Turns(tool_calls)
+        return super()._should_parallelize_native_tool_calls(tool_calls)
 
     def _execute_single_native_tool_call(self, tool_call: Any) -> dict[str, Any]:
         bridge: _Bridge | None = getattr(self.llm, "_bridge", None)
         visit = bridge.visit if bridge is not None else None
-        if bridge is None or visit is None:
+        turns = self._mastif_turns
+        turn = turns.turn(tool_call) if turns is not None else None
+        if bridge is None or visit is None or turn is None:
             return super()._execute_single_native_tool_call(tool_call)
-        bridge.check()
-        before = len(bridge.ctx.recorder.tool_calls)
-        outcome = super()._execute_single_native_tool_call(tool_call)
-        # a call that reached a tool was recorded (by ctx.call_tool, or by the MCP server)
-        if len(bridge.ctx.recorder.tool_calls) > before or bridge.cancelled.is_set():
+        token = _TURN.set(turn)
+        try:
+            bridge.check()
+            outcome = super()._execute_single_native_tool_call(tool_call)
+            if turn.reached or bridge.cancelled.is_set():
+                return outcome  # recorded by ctx.call_tool, or by the MCP server
+            # CrewAI answered this call itself and no tool ran: a failed call
+            name, arguments = raw_tool_call(tool_call)
+            reason = getattr(outcome.get("tool_failure"), "reason", None)
+            said = str(outcome.get("result", ""))
+            if reason == ToolFailureReason.UNKNOWN_TOOL:
+                offered = sorted(bridge.ctx.tool_names())
+                error = f"unknown tool {name!r}; offered: {offered} (CrewAI: {said})"
+            elif reason == ToolFailureReason.INVALID_INPUT:
+                error = f"arguments are not valid JSON: {said}"
+            else:
+                error = f"CrewAI did not run the tool: {said}"
+            bridge.record_refused_in_turn(turn, visit.node.name, visit.step, name, arguments, error)
             return outcome
-        # CrewAI answered this call itself and no tool ran: a failed call
-        name, arguments = raw_tool_call(tool_call)
-        reason = getattr(outcome.get("tool_failure"), "reason", None)
-        said = str(outcome.get("result", ""))
-        if reason == ToolFailureReason.UNKNOWN_TOOL:
-            offered = sorted(bridge.ctx.tool_names())
-            error = f"unknown tool {name!r}; offered: {offered} (CrewAI: {said})"
-        elif reason == ToolFailureReason.INVALID_INPUT:
-            error = f"arguments are not valid JSON: {said}"
-        else:
-            error = f"CrewAI did not run the tool: {said}"
-        bridge.ctx.record_failed_tool_call(visit.node.name, visit.step, name, arguments, error)
-        return outcome
+        finally:
+            _TURN.reset(token)
+            turn.done()  # its place is taken (or it leaves none): the next call's turn
+
+
+class McpTool(MCPNativeTool):
+    """CrewAI's MCP tool, noting that a call reached it (the MCP server records the call)."""
+
+    def _run(self, **kwargs: Any) -> Any:
+        turn = _TURN.get()
+        if turn is not None:
+            turn.reached = True
+        return super()._run(**kwargs)
 
 
 # -- the adapter ----------------------------------------------------------------------------------
@@ -426,7 +548,7 @@ def mcp_tools(url: str, http_factory: Any = None) -> list[BaseTool]:
     for spec in asyncio.run(discover()):
         name = spec["name"]
         args_schema = MCPToolResolver._json_schema_to_pydantic(name, spec["inputSchema"])
-        tool = MCPNativeTool(
+        tool = McpTool(
             client_factory=client,
             tool_name=name,
             tool_schema={"description": spec.get("description", ""), "args_schema": args_schema},
@@ -662,9 +784,9 @@ PRIVATE_MEMBERS: tuple[PrivateMember, ...] = (
     _crewai(OpenAICompletion, "_prepare_completion_params",
             "overrides it to send the node's tool_choice on its first turn"),
     _crewai(AgentExecutor, "_execute_single_native_tool_call",
-            "overrides it to record the tool calls CrewAI refuses"),
+            "wraps it to record the tool calls CrewAI refuses, in the model's order"),
     _crewai(AgentExecutor, "_should_parallelize_native_tool_calls",
-            "overrides it to run a reply's tool calls in the model's order"),
+            "wraps it (CrewAI's decision unchanged) to note the order of a reply's calls"),
     _crewai(MCPToolResolver, "_json_schema_to_pydantic",
             "calls it to build the MCP tools' argument models"),
     _crewai(HTTPTransport, "_connected",

@@ -30,22 +30,25 @@ The kernel, its chat services (one per node of the plan) and their clients, and 
 ``ctx.resources`` (closed by the runner when the run ends). The process and, for an
 orchestrator (``a2a``, the hierarchical shape), every ``run_node`` visit use that one kernel.
 
-Tools on the wire are the same as in the other frameworks. By itself SK would offer a
-function as ``<plugin>-<name>`` with a parameters object it rebuilds from the parameter
-metadata (dropping ``additionalProperties: false``, which llama.cpp turns into its grammar).
-Our connector's ``_update_function_choice_settings_callback`` (SK's documented hook for how
-function metadata becomes the request's ``tools``) offers the bare tool name and the tool's
-JSON schema as is; SK resolves a bare name to the plugin function by itself. With
-``tool_choice: required`` the first request of a node visit says ``required`` and later ones
-``auto`` (SK would repeat ``required`` on every round).
+Tools on the wire are SK's own. SK offers a plugin function as ``<plugin>-<function>``
+(``mastif_tools-datetime``) with a parameters object it builds from the function's parameter
+metadata (``{"type": "object", "properties": <each parameter's schema_data>, "required":
+[...]}``: the tool's property schemas as they are, no ``additionalProperties``), in-process
+and from SK's MCP plugin alike. SK resolves a call by its bare name too. The one thing of the
+shared turn policy SK does not do itself: with ``tool_choice: required`` the first request of
+a node visit says ``required`` and later ones ``auto`` (SK would repeat ``required`` on every
+round; ``GatewayChatCompletion._inner_get_chat_message_contents``).
 
 Tool calls. Each kernel function calls ``ctx.call_tool`` with the arguments SK parsed from the
-model's JSON (typed, unchanged). Calls SK refuses before any function runs — a name that is
-not offered, arguments it cannot parse, missing or unexpected arguments — only leave a
-message for the model in the chat history; a ``Kernel`` subclass wraps SK's
-``invoke_function_call`` and records those as failed calls. SK starts the calls of one reply
-concurrently and appends each result when it finishes; here they take turns in the model's
-order, so tool messages and records follow that order (see ``RecordingKernel``).
+model's JSON (typed, unchanged), under the protocol's tool name whatever name SK resolved.
+Calls SK refuses before any function runs — a name it cannot resolve, arguments it cannot
+parse (after its own single-quote repair), missing or unexpected arguments — only leave SK's
+own text for the model in the chat history; a ``Kernel`` subclass wraps SK's
+``invoke_function_call`` and records those as failed calls (the model's name and arguments,
+SK's text in the error); the calls SK ran are known from SK's auto function invocation
+filter. SK starts the calls of one reply concurrently (``asyncio.gather``, its default, kept)
+and appends each tool message when its call is done, so a refusal's message comes before a
+slower tool's result; the trace keeps the model's order (see ``RecordingKernel``).
 
 A legacy ``function_call`` beside ``tool_calls`` in a reply (llama-cpp-python sends one) is
 not turned into an extra call (see ``GatewayChatCompletion``).
@@ -56,7 +59,6 @@ re-raises the client's own exception so the runner classifies provider errors an
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from enum import Enum
@@ -65,7 +67,6 @@ from typing import Any
 
 import httpx
 import openai
-from mcp import ClientSession
 from openai import AsyncOpenAI
 from pydantic import PrivateAttr
 from semantic_kernel import Kernel
@@ -79,6 +80,7 @@ from semantic_kernel.contents import ChatHistory, ChatMessageContent
 from semantic_kernel.contents.function_call_content import FunctionCallContent
 from semantic_kernel.contents.function_result_content import FunctionResultContent
 from semantic_kernel.exceptions import FunctionCallInvalidArgumentsException, KernelException
+from semantic_kernel.filters import AutoFunctionInvocationContext, FilterTypes
 from semantic_kernel.functions import (
     KernelFunctionFromMethod,
     KernelParameterMetadata,
@@ -100,43 +102,18 @@ from mastif.provenance import PrivateMember, private_members_of
 from mastif.trace import NodeOutput
 from mastif.workflow import PlannedNode, WorkflowPlan
 
-#: plugin holding the tools; the model never sees it (tools are offered by bare name)
+#: the plugin holding the tools; SK offers each as ``<plugin>-<tool>`` (its own naming)
 PLUGIN_NAME = "mastif_tools"
-#: where each kernel function keeps its tool's JSON schema (KernelFunctionMetadata.additional_properties)
-SCHEMA_KEY = "mastif_json_schema"
 
-# --------------------------------------------------------------------------- tools on the wire
-
-
-def offer_tools(config: Any, settings: Any, choice: Any) -> None:
-    """SK's ``update_settings_from_function_call_configuration``, with our tool definitions.
-
-    Same behaviour as SK's callback (tools and tool_choice from the function choice
-    configuration), except that a function is offered under its own name with its tool's
-    JSON schema, so every framework offers byte-identical tools.
-    """
-    functions = config.available_functions
-    if not (functions and hasattr(settings, "tool_choice") and hasattr(settings, "tools")):
-        return
-    settings.tool_choice = choice.value if hasattr(choice, "value") else choice
-    settings.tools = [
-        {
-            "type": "function",
-            "function": {
-                "name": meta.name,
-                "description": meta.description or "",
-                "parameters": (meta.additional_properties or {})[SCHEMA_KEY],
-            },
-        }
-        for meta in functions
-    ]
+# --------------------------------------------------------------------------- the connector
 
 
 class GatewayChatCompletion(OpenAIChatCompletion):
-    """SK's OpenAI connector; offers tools under their own names and schemas."""
+    """SK's OpenAI connector, with the turn policy's ``tool_choice`` and a server mend.
 
-    def _update_function_choice_settings_callback(self) -> Any:
-        return offer_tools
+    Tools are offered as SK offers them (its own callback): ``<plugin>-<function>`` with the
+    parameters object SK builds from the function's parameter metadata.
+    """
 
     def _get_function_call_from_chat_choice(self, choice: Any) -> list[FunctionCallContent]:
         # SK turns a legacy ``function_call`` into one more call beside ``tool_calls``. OpenAI
@@ -189,38 +166,58 @@ def refusal_text(function_call: FunctionCallContent, history: ChatHistory) -> st
 
 
 def refused_call(
-    offered: list[str], function_call: FunctionCallContent, sk_text: str
+    kernel: Kernel, function_call: FunctionCallContent, sk_text: str
 ) -> tuple[str, Any, str]:
-    """(name, arguments, error) for a call SK refused before any function ran."""
+    """(name, arguments, error) for a call SK refused before any function ran: the model's
+    name and arguments (parsed by SK's own parser where it can), why SK refused it (by SK's
+    own name resolution and argument parsing) and what SK told the model."""
     name = function_call.name or "<unnamed>"
     raw = function_call.arguments
+    said = f" (Semantic Kernel: {sk_text})"
+    try:
+        kernel.get_function(function_call.plugin_name, function_call.function_name)
+        known = True
+    except KernelException:
+        known = False
     try:
         parsed: Any = function_call.parse_arguments() if raw else {}  # SK's own parsing
     except FunctionCallInvalidArgumentsException:
-        if name not in offered:
-            return name, raw, f"unknown tool {name!r}; offered: {sorted(offered)}"
-        return name, raw, f"arguments are not valid JSON: {raw!r}"[:500]
+        parsed = raw
+        if known:
+            return name, raw, f"arguments are not valid JSON: {raw!r}"[:300] + said
     parsed = {} if parsed is None else parsed  # "null": SK calls with no arguments
-    if name not in offered:
-        return name, parsed, f"unknown tool {name!r}; offered: {sorted(offered)}"
+    if not known:
+        offered = sorted(
+            f.fully_qualified_name for f in kernel.get_full_list_of_function_metadata()
+        )
+        return name, parsed, f"unknown tool {name!r}; offered: {offered}{said}"
     if not isinstance(parsed, dict):
-        return name, raw, f"arguments are not a JSON object: {raw!r}"[:500]
-    return name, parsed, f"refused by Semantic Kernel before the tool ran: {sk_text}"[:500]
+        return name, raw, f"arguments are not a JSON object: {raw!r}"[:300] + said
+    return name, parsed, f"refused by Semantic Kernel before the tool ran{said}"
 
 
 class RecordingKernel(Kernel):
     """SK's ``Kernel``, recording the tool calls its auto-invoke loop refuses.
 
     SK's loop hands every tool call of a reply to ``invoke_function_call`` at once
-    (``asyncio.gather``) and each appends its tool message when it finishes, so a refused
-    call (no await) would overtake a running tool and the model would get the results out
-    of order. The calls of one reply therefore take turns here, in the order the model made
-    them (``asyncio.Lock`` is FIFO and ``gather`` starts its tasks in order): tool messages
-    and records follow the model's order, as in the other frameworks.
+    (``asyncio.gather``, SK's default and kept): each checks the call and either refuses it
+    (a tool message for the model, no function run) or runs the function, and appends its
+    tool message when it is done. Which calls ran is known from SK's own auto function
+    invocation filter (:meth:`invoked`); the others are recorded here as failed calls.
+    Records keep the model's order: ``gather`` starts the calls in that order, a refusal is
+    recorded before its call's task first waits, and a call that runs takes its place in
+    the trace (``ctx.call_tool`` -> ``RunRecorder.issue``) before its tool first waits.
     """
 
     _ctx: RunContext | None = PrivateAttr(default=None)
-    _turns: asyncio.Lock | None = PrivateAttr(default=None)
+    #: the function calls SK invoked a function for (ids of their FunctionCallContent)
+    _invoked: set[int] = PrivateAttr(default_factory=set)
+
+    async def invoked(self, context: AutoFunctionInvocationContext, next: Any) -> None:
+        """The auto function invocation filter: SK calls it only for a call it runs."""
+        if context.function_call_content is not None:
+            self._invoked.add(id(context.function_call_content))
+        await next(context)
 
     async def invoke_function_call(  # type: ignore[override]
         self, function_call: FunctionCallContent, chat_history: ChatHistory, **kwargs: Any
@@ -228,16 +225,17 @@ class RecordingKernel(Kernel):
         ctx = self._ctx
         if ctx is None:
             return await super().invoke_function_call(function_call, chat_history, **kwargs)
-        if self._turns is None:
-            self._turns = asyncio.Lock()
-        async with self._turns:
-            before = len(ctx.recorder.tool_calls)
+        node, step = ctx.node, ctx.step
+        try:
             result = await super().invoke_function_call(function_call, chat_history, **kwargs)
-            if len(ctx.recorder.tool_calls) == before:  # SK did not run any function for it
-                sk_text = refusal_text(function_call, chat_history)
-                name, args, error = refused_call(ctx.tool_names(), function_call, sk_text)
-                ctx.record_failed_tool_call(ctx.node, ctx.step, name, args, error)
-            return result
+        finally:
+            ran = id(function_call) in self._invoked
+            self._invoked.discard(id(function_call))
+        if not ran:  # SK refused it: no function ran (its own text went to the model)
+            sk_text = refusal_text(function_call, chat_history)
+            name, args, error = refused_call(self, function_call, sk_text)
+            ctx.record_failed_tool_call(node, step, name, args, error)
+        return result
 
 
 def tools_plugin(ctx: RunContext) -> KernelPlugin:
@@ -267,12 +265,7 @@ def tools_plugin(ctx: RunContext) -> KernelPlugin:
             )
             for pname, pschema in (schema.get("properties") or {}).items()
         ]
-        return KernelFunctionFromMethod(
-            method=call,
-            plugin_name=PLUGIN_NAME,
-            parameters=params,
-            additional_metadata={SCHEMA_KEY: schema},
-        )
+        return KernelFunctionFromMethod(method=call, plugin_name=PLUGIN_NAME, parameters=params)
 
     return KernelPlugin(name=PLUGIN_NAME, functions=[make(s) for s in ctx.tools.tool_specs()])
 
@@ -408,34 +401,6 @@ def provider_exception(exc: BaseException) -> BaseException | None:
     return None
 
 
-class McpToolsPlugin(MCPStreamableHttpPlugin):
-    """SK's MCP plugin (streamable HTTP) that also keeps each tool's JSON schema.
-
-    SK rebuilds a function's parameters from the ``tools/list`` schema's properties; the
-    whole schema (``required``, ``additionalProperties``) is kept here so the tools are
-    offered on the wire exactly as in the other frameworks (see :func:`offer_tools`).
-    """
-
-    schemas: dict[str, dict[str, Any]]
-
-    async def load_tools(self) -> None:
-        session = self.session
-        assert session is not None
-        listed = session.list_tools
-
-        async def list_and_keep(*args: Any, **kwargs: Any) -> Any:
-            result = await listed(*args, **kwargs)
-            self.schemas = {t.name: t.inputSchema for t in result.tools}
-            return result
-
-        self.schemas = {}
-        session.list_tools = list_and_keep  # type: ignore[method-assign]
-        try:
-            await super().load_tools()
-        finally:
-            del session.list_tools  # back to the class's method
-
-
 _sk = private_members_of("semantic-kernel")
 
 
@@ -443,21 +408,12 @@ _sk = private_members_of("semantic-kernel")
 #: it opens) that they do not promise: checked once per stack job, before any run
 #: (mastif.provenance.check_framework)
 PRIVATE_MEMBERS: tuple[PrivateMember, ...] = (
-    _sk(OpenAIChatCompletion, "_update_function_choice_settings_callback",
-        "overrides it to offer each tool under its own name with its JSON schema"),
     _sk(OpenAIChatCompletion, "_get_function_call_from_chat_choice",
         "overrides it to drop a legacy function_call beside tool_calls"),
     _sk(OpenAIChatCompletion, "_inner_get_chat_message_contents",
         "overrides it so tool_choice required holds for a node visit's first request only"),
     _sk(Kernel, "invoke_function_call",
-        "overrides it to record the tool calls SK refuses, in the model's order"),
-    _sk(MCPStreamableHttpPlugin, "load_tools",
-        "overrides it to keep each MCP tool's JSON schema"),
-    _sk(MCPStreamableHttpPlugin, "session",
-        "patches the list_tools of this MCP session to keep each tool's JSON schema",
-        "instance"),
-    PrivateMember(ClientSession, "list_tools", "mcp",
-                  "patches it on Semantic Kernel's MCP session to keep each tool's JSON schema"),
+        "overrides it to record the tool calls SK refuses"),
 )  # fmt: skip
 
 
@@ -509,21 +465,19 @@ class SemanticKernelAdapter:
         one chat service per node; clients and the MCP session close on exit."""
         kernel = RecordingKernel()
         kernel._ctx = ctx
+        kernel.add_filter(FilterTypes.AUTO_FUNCTION_INVOCATION, kernel.invoked)
         async with AsyncExitStack() as stack:
             if ctx.mcp_url is not None and any(n.spec.use_tools for n in nodes):
                 # extra keywords go to the MCP SDK's streamablehttp_client: the run's httpx
                 # client factory: exchanges timed (protocol seconds), the server's key sent
                 extra = {"httpx_client_factory": ctx.mcp_http} if ctx.mcp_http else {}
-                plugin = McpToolsPlugin(
+                plugin = MCPStreamableHttpPlugin(
                     name=PLUGIN_NAME, url=ctx.mcp_url, load_prompts=False,
                     request_timeout=int(ctx.generation.timeout_s), **extra,
                 )  # fmt: skip
                 await plugin.connect()
                 stack.push_async_callback(plugin.close)
                 kernel.add_plugin(plugin, plugin_name=PLUGIN_NAME)
-                for fn in kernel.get_plugin(PLUGIN_NAME).functions.values():
-                    schema = plugin.schemas[fn.metadata.name]
-                    fn.metadata.additional_properties = {SCHEMA_KEY: schema}
             elif ctx.mcp_url is None and ctx.tools.tool_specs():
                 kernel.add_plugin(tools_plugin(ctx))
             for node in nodes:
