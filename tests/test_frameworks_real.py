@@ -17,6 +17,7 @@ from mastif.frameworks import FRAMEWORKS, PAPER_FRAMEWORKS
 from mastif.protocols import PROTOCOLS
 from mastif.runner import execute_stack
 from mastif.tasks import load_tasks
+from tests.contract_frameworks import wire_tool_name
 from tests.fakes import RecordingProxy
 
 REPO = Path(__file__).resolve().parents[1]
@@ -91,7 +92,11 @@ def test_stack_runs_on_the_real_model(framework, protocol, smollm2_server, base_
     assert trace.n_llm_calls == len(proxy.exchanges) > 0
     # tool calls the model made reached the tools with its arguments, and were recorded
     # (order-free: refused calls are recorded on arrival, valid ones when they finish)
-    served = sorted(canonical(name, args) for name, args in proxy.tool_calls())
+    # recorded under the protocol's tool name, whatever the framework calls it on the wire
+    wire_names = {wire_tool_name(framework, t): t for t in cfg["tools"]}
+    served = sorted(
+        canonical(wire_names.get(name, name), args) for name, args in proxy.tool_calls()
+    )
     recorded = sorted(canonical(c.name, c.arguments) for c in trace.tool_calls)
     assert recorded == served
     # the protocol's servers saw the run: under a2a the task to the orchestrator agent and

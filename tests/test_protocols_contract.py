@@ -15,6 +15,7 @@ import pytest
 
 from mastif.protocols import wire
 from tests.contract_frameworks import CONTRACT_FRAMEWORKS as FRAMEWORKS
+from tests.contract_frameworks import wire_tool_name
 from tests.fakes import ScriptedChatServer, last_user_text
 from tests.stackrun import run_stack
 
@@ -88,9 +89,9 @@ def test_tool_calls_travel_over_the_protocol(
     tool_texts = [m["content"] for m in follow_up["messages"] if m["role"] == "tool"]
     assert any("95" in (t if isinstance(t, str) else json.dumps(t)) for t in tool_texts)
     # the same tools were offered as under the standard protocol
-    assert {t["function"]["name"] for t in follow_up["tools"]} == {
-        "python_repl", "sympy", "datetime", "json_parser",
-    }  # fmt: skip
+    offered = {t["function"]["name"] for t in follow_up["tools"]}
+    tools = ("python_repl", "sympy", "datetime", "json_parser")
+    assert offered == {wire_tool_name(framework, t) for t in tools}
     if protocol == "mcp":
         # counted by the MCP server: the valid call went over MCP (the unknown name never
         # left the framework)
