@@ -29,9 +29,9 @@ WIRE_TOOL_NAMES: dict[str, str] = {
 #: framework's own handling differs from refusing them as "not valid JSON" (None: the
 #: framework repairs such arguments itself and the call is made with what it recovered)
 INVALID_JSON_ERRORS: dict[str, str | None] = {
-    # "llamaindex": None,
     "crewai": "Failed to parse tool arguments as JSON",  # CrewAI's own refusal text
     "semantic_kernel": "Arguments must be in JSON format",  # SK's own refusal text
+    "llamaindex": None,  # get_tool_calls_from_response repairs them (parse_partial_json)
     # "smolagents": "...",
 }
 

@@ -106,9 +106,13 @@ def test_no_system_prompt_and_llamaindex_tool_definitions(tmp_path, fake_model_c
     assert call.name == "datetime" and call.ok and json.loads(call.arguments) == {}
 
 
-def test_refusals_are_recorded_in_the_models_order(tmp_path, fake_model_config):
+def test_calls_are_recorded_in_order_and_arguments_repaired(tmp_path, fake_model_config):
+    """An unknown tool is refused with LlamaIndex's agents' text; arguments that are not
+    valid JSON are repaired by LlamaIndex (parse_partial_json) and the tool runs on the
+    repair; text that is not JSON at all becomes {} -- no call is refused for its JSON."""
     good = {"json_string": '{"price": 95}', "query": "price"}
-    calls = [("no_such_tool", {"x": 1}), ("json_parser", good), ("python_repl", '{"code": "1+')]
+    calls = [("no_such_tool", {"x": 1}), ("json_parser", good), ("python_repl", '{"code": "1+'),
+             ("datetime", "not json")]  # fmt: skip
 
     def respond(payload):
         return {"tool_calls": calls} if first_interact_turn(payload) else {"content": "done."}
@@ -117,15 +121,45 @@ def test_refusals_are_recorded_in_the_models_order(tmp_path, fake_model_config):
         (trace,) = run_stack(
             fake_model_config(srv.base_url, max_steps=1), tmp_path, framework="llamaindex"
         )
+    assert trace.status == "ok", trace.error_message
     assert [(c.name, c.ok) for c in trace.tool_calls] == [
-        ("no_such_tool", False), ("json_parser", True), ("python_repl", False),
+        ("no_such_tool", False), ("json_parser", True), ("python_repl", False), ("datetime", True),
     ]  # fmt: skip
-    assert "not valid JSON" in trace.tool_calls[2].error  # not repaired and run
+    unknown, _, repaired, emptied = trace.tool_calls
+    assert json.loads(unknown.arguments) == {"x": 1}
+    # the truncated string value became null, and the tool itself rejected that
+    assert json.loads(repaired.arguments) == {"code": None}
+    assert repaired.error == "invalid arguments for python_repl: None is not of type 'string'"
+    assert json.loads(emptied.arguments) == {}
     follow_up = next(r for r in srv.requests if any(m["role"] == "tool" for m in r["messages"]))
-    texts = [m["content"] for m in follow_up["messages"] if m["role"] == "tool"]
+    said = {m["tool_call_id"]: m["content"] for m in follow_up["messages"] if m["role"] == "tool"}
+    (asked,) = [m for m in follow_up["messages"] if m.get("tool_calls")]
+    ids = [c["id"] for c in asked["tool_calls"]]
+    texts = [said[i] for i in ids]  # one tool message per call, in the model's order
+    assert list(said) == ids
     assert texts[0] == "Tool no_such_tool not found. Please select a tool that is available."
     assert texts[1] == "95"
-    assert texts[2].startswith("Encountered error: arguments are not valid JSON")
+    assert texts[2] == repaired.error and texts[3] == emptied.output
+
+
+def test_calls_of_one_reply_run_concurrently_recorded_in_order(tmp_path, fake_model_config):
+    """LlamaIndex gathers a reply's calls: the quick datetime call starts before the slow
+    python_repl call ended, yet the record keeps the model's order."""
+    calls = [("python_repl", {"code": "print(sum(range(2000000)))"}),
+             ("datetime", {})]  # fmt: skip
+
+    def respond(payload):
+        return {"tool_calls": calls} if first_interact_turn(payload) else {"content": "done."}
+
+    with ScriptedChatServer(respond) as srv:
+        (trace,) = run_stack(
+            fake_model_config(srv.base_url, max_steps=1), tmp_path, framework="llamaindex"
+        )
+    assert trace.status == "ok", trace.error_message
+    slow, quick = trace.tool_calls
+    assert (slow.name, quick.name) == ("python_repl", "datetime")
+    assert quick.ok
+    assert quick.started_s < slow.started_s + slow.duration_s  # ran while the slow one did
 
 
 def test_required_tool_choice_holds_for_the_first_turn(tmp_path, fake_model_config):

@@ -11,9 +11,10 @@ cancels the run, and a cancelled run cancels the workflow's run (``handler.cance
 
 A node visit is LlamaIndex's tool-calling loop on its LLM interface: ``achat_with_tools``
 with the node's ``tool_choice`` on the first turn (``auto`` later), the calls taken from the
-reply with the LLM's ``get_tool_calls_from_response``, each tool run with LlamaIndex's
-``acall_tool`` and answered with a ``tool`` message, for at most ``max_tool_rounds`` rounds;
-then one more ``achat`` without tools so the node ends in text. LlamaIndex's
+reply with the LLM's ``get_tool_calls_from_response``, the calls of one reply run
+concurrently with LlamaIndex's ``acall_tool`` (as its ``apredict_and_call`` gathers them)
+and answered with ``tool`` messages in the model's order, for at most ``max_tool_rounds``
+rounds; then one more ``achat`` without tools so the node ends in text. LlamaIndex's
 ``FunctionAgent`` is not used for it: it bounds a run only by ``max_iterations``, which
 raises when reached instead of asking once more without tools, and it keeps a token-counted
 memory (tiktoken) the visit does not need.
@@ -32,17 +33,17 @@ calls ``ctx.call_tool``; their parameter models are built from the tools' JSON s
 the MCP tool spec's own converter, so both protocols offer the same tool definitions
 (LlamaIndex's: pydantic's schema, ``additionalProperties: false``, ``strict: false``).
 
-Refusals. A call to a tool that is not offered is answered with LlamaIndex's agents' text
-("Tool X not found. Please select a tool that is available.") and recorded as failed.
-LlamaIndex would repair arguments that are not valid JSON (``parse_partial_json``) and run
-the tool on the repair; here such a call is refused (recorded as failed, answered
-"Encountered error: ..."), as in every other framework.
+Arguments are LlamaIndex's: ``get_tool_calls_from_response`` reads them with its repairing
+``parse_partial_json`` (truncated JSON is completed; a value cut off inside a string becomes
+``null``) and whatever is not a JSON object becomes ``{}``; the tool runs on that, and the
+call is recorded with it. A call to a tool that is not offered is answered with LlamaIndex's
+agents' text ("Tool X not found. Please select a tool that is available.") and recorded as
+failed with the model's argument text.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -163,9 +164,16 @@ class RunObjects:
             if not calls:
                 return response.message.content or ""
             rounds += 1
+            # the calls of one reply run concurrently, as LlamaIndex runs them (its LLMs'
+            # apredict_and_call gathers them; FunctionAgent runs its call_tool step with
+            # several workers); the tool messages follow in the model's order. Each call
+            # takes its place in the run's record as it starts (ctx.call_tool), in order.
             raw = [b.tool_kwargs for b in response.message.blocks if isinstance(b, ToolCallBlock)]
-            for i, call in enumerate(calls):  # one at a time, in the model's order
-                text = await self.run_call(node, step, call, raw[i] if i < len(raw) else None)
+            texts = await asyncio.gather(
+                *(self.run_call(node, step, call, raw[i] if i < len(raw) else None)
+                  for i, call in enumerate(calls))
+            )  # fmt: skip
+            for call, text in zip(calls, texts, strict=True):
                 messages.append(
                     ChatMessage(
                         role=MessageRole.TOOL, content=text,
@@ -174,29 +182,25 @@ class RunObjects:
                 )  # fmt: skip
 
     async def run_call(self, node: PlannedNode, step: int, call: Any, raw: Any) -> str:
-        """Run one tool call of the model's; return the tool message's text."""
+        """Run one tool call of the model's as LlamaIndex does; return the tool message's text.
+
+        ``call`` is a ``ToolSelection`` from the LLM's ``get_tool_calls_from_response``, its
+        arguments what LlamaIndex recovered from the model's text: ``parse_partial_json``
+        completes truncated JSON (a value cut off inside a string becomes ``null``), and
+        whatever is not a JSON object becomes ``{}`` (``ToolSelection`` drops it). LlamaIndex
+        never refuses arguments: the tool runs on that recovery, and the call is recorded
+        with it (by ``ctx.call_tool``, or by the MCP server under ``mcp``). A call of a tool
+        that is not offered is recorded here, with the model's argument text ``raw``.
+        """
         ctx, name = self.ctx, call.tool_name
         tool = self.by_name.get(name)
-        if tool is None:
+        if tool is None:  # no tool runs
             offered = sorted(self.by_name)
-            ctx.record_failed_tool_call(
-                node.name, step, name, raw if raw is not None else call.tool_kwargs,
-                f"unknown tool {name!r}; offered: {offered}",
-            )  # fmt: skip
+            error = f"unknown tool {name!r}; offered: {offered}"
+            arguments = raw if raw is not None else call.tool_kwargs
+            ctx.record_failed_tool_call(node.name, step, name, arguments, error)
             return unknown_tool_text(name)
-        arguments: Any = call.tool_kwargs
-        if isinstance(raw, str):
-            try:
-                arguments = json.loads(raw) if raw.strip() else {}
-            except json.JSONDecodeError:
-                error = f"arguments are not valid JSON: {raw!r}"[:500]
-                ctx.record_failed_tool_call(node.name, step, name, raw, error)
-                return f"Encountered error: {error}"
-        if not isinstance(arguments, dict):
-            error = f"arguments are not a JSON object: {raw!r}"[:500]
-            ctx.record_failed_tool_call(node.name, step, name, raw, error)
-            return f"Encountered error: {error}"
-        output = await acall_tool(tool, arguments)
+        output = await acall_tool(tool, call.tool_kwargs)
         return output.content
 
 
