@@ -30,7 +30,7 @@ CLASSIFIED = {"provider_error", "provider_unreachable", "provider_bad_request", 
 # what a clock measured, so differs between two executions of the same runs
 CLOCK_COLUMNS = ["wall_seconds", "started_at", "protocol_exchange_seconds",
                  "protocol_peer_seconds", "protocol_seconds", "wall_model_s", "wall_queue_s",
-                 "wall_tools_s", "wall_protocol_s", "wall_harness_s",
+                 "wall_tools_s", "wall_protocol_s", "wall_setup_s", "wall_harness_s",
                  "n_cached_calls"]  # fmt: skip
 
 
