@@ -32,7 +32,7 @@ INVALID_JSON_ERRORS: dict[str, str | None] = {
     "crewai": "Failed to parse tool arguments as JSON",  # CrewAI's own refusal text
     "semantic_kernel": "Arguments must be in JSON format",  # SK's own refusal text
     "llamaindex": None,  # get_tool_calls_from_response repairs them (parse_partial_json)
-    # "smolagents": "...",
+    "smolagents": "SyntaxError",  # handed to python_repl as its code (its one input)
 }
 
 

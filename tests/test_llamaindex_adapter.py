@@ -26,6 +26,8 @@ from tests.fakes import ScriptedChatServer, last_user_text
 from tests.stackrun import run_stack
 
 REPO = Path(__file__).resolve().parents[1]
+#: python_repl code that runs for about half a second (RestrictedPython's ranges are short)
+SLOW_CODE = "print(sum(1 for i in range(900) for j in range(900) for k in range(10)))"
 
 
 def test_the_llamaindex_workflow_drives_the_loop(tmp_path, fake_model_config, monkeypatch):
@@ -145,7 +147,7 @@ def test_calls_are_recorded_in_order_and_arguments_repaired(tmp_path, fake_model
 def test_calls_of_one_reply_run_concurrently_recorded_in_order(tmp_path, fake_model_config):
     """LlamaIndex gathers a reply's calls: the quick datetime call starts before the slow
     python_repl call ended, yet the record keeps the model's order."""
-    calls = [("python_repl", {"code": "print(sum(range(2000000)))"}),
+    calls = [("python_repl", {"code": SLOW_CODE}),
              ("datetime", {})]  # fmt: skip
 
     def respond(payload):
@@ -157,8 +159,8 @@ def test_calls_of_one_reply_run_concurrently_recorded_in_order(tmp_path, fake_mo
         )
     assert trace.status == "ok", trace.error_message
     slow, quick = trace.tool_calls
-    assert (slow.name, quick.name) == ("python_repl", "datetime")
-    assert quick.ok
+    assert (slow.name, slow.ok, slow.output) == ("python_repl", True, "8100000")
+    assert quick.name == "datetime" and quick.ok
     assert quick.started_s < slow.started_s + slow.duration_s  # ran while the slow one did
 
 

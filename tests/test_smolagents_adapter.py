@@ -28,6 +28,8 @@ from tests.stackrun import run_stack
 smol = pytest.importorskip("mastif.frameworks.smolagents")
 
 REPO = Path(__file__).resolve().parents[1]
+#: python_repl code that runs for about half a second (RestrictedPython's ranges are short)
+SLOW_CODE = "print(sum(1 for i in range(900) for j in range(900) for k in range(10)))"
 
 
 def test_smolagents_agents_drive_every_node_visit(tmp_path, fake_model_config, monkeypatch):
@@ -100,13 +102,27 @@ def test_smolagents_system_prompt_and_task_turn(tmp_path, fake_model_config):
     assert req["tool_choice"] == "auto"
 
 
+def smol_first_interact_turn(payload):
+    """The first model turn of an interact visit under smolagents, which writes tool results
+    and errors back as text: no ``Calling tools:`` turn and no ``Error:`` yet (smolagents
+    appends an error to the user turn, "Now let's retry: ...")."""
+    return (
+        first_interact_turn(payload)
+        and not any(m["role"] == "assistant" for m in payload["messages"])
+        and "Now let's retry" not in last_user_text(payload)
+    )
+
+
 def test_refused_calls_are_recorded_in_the_models_order(tmp_path, fake_model_config):
+    """smolagents' own handling of one reply's calls: all of them run (its thread pool), the
+    ones it refuses are recorded as failed, text that is not JSON is handed to the one-input
+    tool as its argument, and an error ends the step: the model reads it in its user turn."""
     good = {"json_string": '{"price": 95}', "query": "price"}
     calls = [("no_such_tool", {"x": 1}), ("json_parser", good), ("python_repl", '{"code": "1+'),
              ("sympy", {"expression": 3})]  # fmt: skip
 
     def respond(payload):
-        return {"tool_calls": calls} if first_interact_turn(payload) else {"content": "done."}
+        return {"tool_calls": calls} if smol_first_interact_turn(payload) else {"content": "done."}
 
     with ScriptedChatServer(respond) as srv:
         (trace,) = run_stack(
@@ -114,20 +130,66 @@ def test_refused_calls_are_recorded_in_the_models_order(tmp_path, fake_model_con
         )
     assert trace.status == "ok", trace.error_message
     assert [c.name for c in trace.tool_calls] == [n for n, _ in calls]
-    unknown, ok, bad_json, bad_type = trace.tool_calls
+    unknown, ok, raw_text, bad_type = trace.tool_calls
     assert not unknown.ok and "unknown tool 'no_such_tool'" in unknown.error
     assert json.loads(unknown.arguments) == {"x": 1}
     assert ok.ok and ok.output == "95" and json.loads(ok.arguments) == good
-    assert not bad_json.ok and "not valid JSON" in bad_json.error
-    assert bad_json.arguments == '{"code": "1+'  # unparseable arguments verbatim
+    # the unparseable text ran as python_repl's code (its only input), and failed there
+    assert json.loads(raw_text.arguments) == {"code": '{"code": "1+'}
+    assert not raw_text.ok and raw_text.error.startswith("SyntaxError")
     assert not bad_type.ok and bad_type.error.startswith("arguments are not accepted")
-    # what the model read back: one tool message per call, smolagents' own refusals
-    follow_up = next(r for r in srv.requests if any(m["role"] == "tool" for m in r["messages"]))
-    said = [m["content"] for m in follow_up["messages"] if m["role"] == "tool"]
-    assert said[0].startswith("Unknown tool no_such_tool, should be one of")
-    assert said[1] == "95"
-    assert "not valid JSON" in said[2]
-    assert "Argument expression has type 'integer' but should be 'string'" in said[3]
+    # what the model read back: no tool messages; the step's error in its user turn
+    follow_up = srv.requests[srv.requests.index(next(r for r in srv.requests if "tools" in r)) + 1]
+    assert all(m["role"] in ("system", "user", "assistant") for m in follow_up["messages"])
+    said = last_user_text(follow_up)
+    assert "\nError:\n" in said and "Now let's retry" in said
+    errors = ("Unknown tool no_such_tool, should be one of",
+              "Error executing tool 'python_repl'",
+              "Argument expression has type 'integer' but should be 'string'")  # fmt: skip
+    assert sum(e in said for e in errors) == 1  # the first to fail ended the step
+
+
+def test_calls_of_one_reply_run_concurrently_and_read_back_as_text(tmp_path, fake_model_config):
+    """smolagents' thread pool: the quick datetime call starts while the slow python_repl
+    call runs, the record keeps the model's order, and the model reads smolagents' own text:
+    a ``Calling tools:`` assistant turn and an ``Observation:`` user turn."""
+    calls = [("python_repl", {"code": SLOW_CODE}), ("datetime", {})]
+
+    def respond(payload):
+        return {"tool_calls": calls} if smol_first_interact_turn(payload) else {"content": "done."}
+
+    with ScriptedChatServer(respond) as srv:
+        (trace,) = run_stack(
+            fake_model_config(srv.base_url, max_steps=1), tmp_path, framework="smolagents"
+        )
+    assert trace.status == "ok", trace.error_message
+    slow, quick = trace.tool_calls
+    assert (slow.name, slow.ok, slow.output.strip()) == ("python_repl", True, "8100000")
+    assert quick.name == "datetime" and quick.ok
+    assert quick.started_s < slow.started_s + slow.duration_s  # ran while the slow one did
+    follow_up = srv.requests[srv.requests.index(next(r for r in srv.requests if "tools" in r)) + 1]
+    *_, asked, observed = follow_up["messages"]
+    assert asked["role"] == "assistant" and asked["content"].startswith("Calling tools:\n[")
+    assert "'name': 'python_repl'" in asked["content"] and "'name': 'datetime'" in asked["content"]
+    assert observed["role"] == "user" and observed["content"].startswith("Observation:\n")
+    assert slow.output.strip() in observed["content"] and quick.output in observed["content"]
+
+
+def test_tool_rounds_are_capped(tmp_path, fake_model_config):
+    """max_tool_rounds replies with tool calls, then one request without tools."""
+
+    def respond(payload):
+        return {"tool_calls": [("datetime", {})]} if "tools" in payload else {"content": "done."}
+
+    with ScriptedChatServer(respond) as srv:
+        (trace,) = run_stack(
+            fake_model_config(srv.base_url, max_steps=1, max_tool_rounds=2), tmp_path,
+            framework="smolagents",
+        )  # fmt: skip
+    assert trace.status == "ok", trace.error_message
+    assert [(c.name, c.ok) for c in trace.tool_calls] == [("datetime", True)] * 2
+    interact = [r for r in srv.requests if "interaction round" in r["messages"][1]["content"]]
+    assert ["tools" in r for r in interact] == [True, True, False]
 
 
 def test_required_tool_choice_holds_for_the_first_turn(tmp_path, fake_model_config):
@@ -233,7 +295,8 @@ def test_hierarchical_visits_under_mcp_share_one_mcp_client(
         if "Split the task" in text:
             return {"content": "1. Find the flights page.\n2. Compare the prices."}
         if "Your subtask:" in text and payload["messages"][-1]["role"] == "user":
-            return {"tool_calls": [("datetime", {})]}
+            # (smolagents with its MCP client requires every input, optional ones too)
+            return {"tool_calls": [("python_repl", {"code": "print(6 * 7)"})]}
         return {"content": "Final report."}
 
     with ScriptedChatServer(respond) as srv:
@@ -254,7 +317,9 @@ def test_hierarchical_visits_under_mcp_share_one_mcp_client(
         (trace,) = run_stack(cfg, tmp_path, framework="smolagents")
     assert trace.status == "ok", trace.error_message
     assert [n.node for n in trace.node_outputs] == ["decompose", "worker", "worker", "synthesise"]
-    assert [c.name for c in trace.tool_calls] == ["datetime", "datetime"]
+    assert [(c.name, c.ok, c.output.strip()) for c in trace.tool_calls] == [
+        ("python_repl", True, "42")
+    ] * 2
     assert len(spies.bridges) == len(spies.workers) == len(spies.mcps) == 1
     assert len(spies.agents) == len(spies.models) == 3
     spies.assert_closed()

@@ -15,16 +15,22 @@ hierarchical shape) call :meth:`SmolagentsAdapter.run_node` once per visit: it r
 run's agents, models, worker thread and MCP client, built on the run's first visit, kept in
 ``ctx.built`` and closed through ``ctx.resources`` when the run ends.
 
-What smolagents adds by itself and keeps: its system prompt (``toolcalling_agent.yaml``:
-an "expert assistant" ReAct prompt with examples and the list of the agent's tools,
-including its ``final_answer`` tool), its user turn ``New task:\\n<our prompt>``, the stop
-sequences ``Observation:`` and ``Calling tools:``, its tool schemas (``inputs`` in
-smolagents' type system, rendered by ``get_tool_json_schema``: every property in
-``required`` unless ``nullable``), its argument validation (``validate_tool_arguments``) and
-its error texts (``Unknown tool ...``, ``Error executing tool ...``), and the forced final
-answer call (``provide_final_answer``) should ``max_steps`` run out.
+What smolagents does by itself and keeps: its system prompt (``toolcalling_agent.yaml``: an
+"expert assistant" ReAct prompt with examples and the list of the agent's tools, including
+its ``final_answer`` tool), its user turn ``New task:\\n<our prompt>``, the stop sequences
+``Observation:`` and ``Calling tools:``, its tool schemas (``inputs`` in smolagents' type
+system, rendered by ``get_tool_json_schema``: every property in ``required`` unless
+``nullable``), its argument handling (``parse_json_if_needed``: text that is not JSON is
+passed to the tool as it is, positionally, i.e. as its first input;
+``validate_tool_arguments``), the execution of one reply's calls (one call directly, several
+in a thread pool of ``max_tool_threads``, default size), how results go back to the model (as
+text: an assistant turn ``Calling tools:\\n[...]`` and a user turn ``Observation:\\n...``; a
+call that fails or is refused ends the step with an error, which the model reads in its next
+user turn, "Error: ... Now let's retry: ..."), its error texts (``Unknown tool ...``, ``Error
+executing tool ...``), and the forced final answer call (``provide_final_answer``) should
+``max_steps`` run out.
 
-What the contract makes us change (each for comparability with the other frameworks):
+What the contract makes us change (the same for every framework):
 
 - a reply without tool calls is the node's answer (smolagents would parse it as a JSON
   action, call a failed parse an error and ask again): ``parse_tool_calls`` turns it into
@@ -32,14 +38,14 @@ What the contract makes us change (each for comparability with the other framewo
 - ``final_answer`` is not offered on the wire (the protocol's tools are, with the node's
   ``tool_choice`` on its first turn and ``auto`` after; smolagents always sends
   ``required``), and a node without tools sends none;
-- tool calls and results go back to the model as OpenAI ``assistant``/``tool`` messages
-  (smolagents renders them as text in assistant and user turns), one tool message per
-  call, a refused call answered with smolagents' own error text; the calls of one reply
-  run in the model's order (smolagents uses a thread pool);
 - ``max_tool_rounds``: the agent's ``max_steps`` is ``max_tool_rounds + 1`` (one model call
   per step), and once ``max_tool_rounds`` replies with tool calls were answered the next
   request goes out without tools, so that step ends in text (tool calls in a reply to a
   request without tools are not run);
+- recording: calls smolagents refuses before a tool runs (unknown name, arguments
+  ``validate_tool_arguments`` rejects, text its MCP client will not send) are recorded as
+  failed calls with its error text; the calls of one reply take their places in the run's
+  record in the model's order although they run concurrently (``_Reply``);
 - messages are flattened to text (``flatten_messages_as_text=True``, a smolagents option).
 
 Model: ``OpenAIModel`` at ``ctx.llm_base_url(node)`` with ``api_key=ctx.gateway_token``, its
@@ -49,9 +55,8 @@ smolagents' rate-limit retry off (``retry=False``): the gateway retries.
 Tools: in-process, smolagents ``Tool`` s built from the protocol's tool specs whose
 ``forward`` goes through ``ctx.call_tool`` on the run's event loop; under ``mcp``,
 smolagents' own ``MCPClient`` (mcpadapt) on ``ctx.mcp_url`` over streamable HTTP with the
-run's ``httpx_client_factory``, and the MCP server records the calls. Calls smolagents
-refuses before a tool runs (unknown name, arguments that are not JSON or do not match the
-schema) are recorded as failed calls.
+run's ``httpx_client_factory``, and the MCP server records the calls (as they end: calls of
+one reply that overlap are recorded in the order they finish).
 
 Threads: smolagents is synchronous. Each run owns one worker thread (not the loop's default
 executor: the in-process protocol runs tools there) in which the agents run; tool calls are
@@ -70,19 +75,19 @@ import asyncio
 import contextvars
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import httpx
 import openai
 from smolagents import MCPClient, OpenAIModel, Tool, ToolCallingAgent
-from smolagents.agents import ToolOutput
 from smolagents.memory import ActionStep, ToolCall
 from smolagents.models import ChatMessage, ChatMessageToolCall, ChatMessageToolCallFunction
 from smolagents.monitoring import LogLevel, TokenUsage
-from smolagents.utils import AgentError, AgentGenerationError, AgentToolCallError
+from smolagents.utils import AgentError, AgentGenerationError
 
 from mastif.frameworks.base import Dispatch, RunContext
 from mastif.frameworks.threadbridge import RunCancelled, ThreadBridge
@@ -108,6 +113,8 @@ class _Bridge(ThreadBridge):
     """What a run's smolagents thread shares with the run coroutine."""
 
     visit: _Visit | None = None
+    #: the tool calls of the model's latest reply (smolagents may run them concurrently)
+    reply: _Reply | None = None
     clients: list[httpx.Client] = field(default_factory=list)
     agents: list[ToolCallingAgent] = field(default_factory=list)
     mcp: MCPClient | None = None
@@ -136,10 +143,24 @@ class _Bridge(ThreadBridge):
         client.disconnect()
         raise RunCancelled()
 
-    def visit_tool(self, name: str, arguments: Any) -> ToolResult:
-        """A tool call of the visit in progress."""
-        assert self.visit is not None
-        return self.call_tool(self.visit.node.name, self.visit.step, name, arguments)
+    def start_tool(self, name: str, arguments: Any) -> Future[ToolResult]:
+        """``ctx.call_tool`` for the visit in progress, begun on the run's loop (from any
+        thread); the call takes its place in the run's record as it begins there."""
+        self.check()
+        visit = self.visit
+        assert visit is not None
+        coro = self.ctx.call_tool(visit.node.name, visit.step, name, arguments)
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def record_refusal(self, name: str, arguments: Any, error: str) -> Future[None]:
+        """Record, on the run's loop, a call smolagents refused before any tool ran."""
+        visit = self.visit
+        assert visit is not None
+
+        async def record() -> None:
+            self.ctx.record_failed_tool_call(visit.node.name, visit.step, name, arguments, error)
+
+        return asyncio.run_coroutine_threadsafe(record(), self.loop)
 
 
 # -- model ---------------------------------------------------------------------------------
@@ -170,12 +191,8 @@ class GatewayModel(OpenAIModel):
         if not self.use_tools or visit.tool_rounds >= self.max_tool_rounds:
             tools = []
         choice = visit.node.spec.tool_choice if visit.tool_rounds == 0 else "auto"
-        # smolagents' own messages (system prompt, task) as it renders them; the tool
-        # rounds of this visit as OpenAI messages (see SmolAgent.write_memory_to_messages)
-        head = [m for m in messages if not isinstance(m, dict)]
-        native = [m for m in messages if isinstance(m, dict)]
         params = self._prepare_completion_kwargs(
-            messages=head,
+            messages=messages,
             stop_sequences=stop_sequences,
             response_format=response_format,
             tools_to_call_from=tools or None,
@@ -185,7 +202,6 @@ class GatewayModel(OpenAIModel):
             convert_images_to_image_urls=True,
             **kwargs,
         )
-        params["messages"] = [*params["messages"], *native]
         self._apply_rate_limit()
         response = self.retryer(self.client.chat.completions.create, **params)
         message = response.choices[0].message
@@ -264,97 +280,165 @@ class GatewayTool(Tool):
         super().__init__()
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        arguments: Any = kwargs if not args else (args[0] if len(args) == 1 else list(args))
-        result = self.bridge.visit_tool(self.name, arguments)
+        # smolagents passes arguments that are not a JSON object (text it could not parse)
+        # positionally: they bind to the inputs in order, as to a ``forward(self, code)``
+        arguments = {**dict(zip(self.inputs, args, strict=False)), **kwargs}
+        result = _placed(self.bridge, lambda: self.bridge.start_tool(self.name, arguments))
         if result.ok:
             return result.output
         # smolagents answers a failed tool with "Error executing tool ...: <this>"
         raise RuntimeError(result.error or "the tool failed")
 
-    def __call__(self, *args: Any, sanitize_inputs_outputs: bool = False, **kwargs: Any) -> Any:
-        # the arguments as the model produced them (no type coercion); the tool checks its
-        # JSON schema itself, for every framework alike
-        return self.forward(*args, **kwargs)
+
+def mcp_tool(tool: Tool, bridge: _Bridge) -> Tool:
+    """An MCP tool of smolagents' MCP client (mcpadapt), taking its place in the run's
+    record order as it sends its call (the MCP server records it)."""
+    forward = tool.forward
+
+    def placed_forward(*args: Any, **kwargs: Any) -> Any:
+        # mcpadapt sends keyword arguments or one dict; anything else it refuses itself
+        sends = not args or (len(args) == 1 and isinstance(args[0], dict) and not kwargs)
+        if sends:
+            _placed(bridge, lambda: None)
+        return forward(*args, **kwargs)
+
+    tool.forward = placed_forward  # type: ignore[method-assign]
+    return tool
+
+
+# -- the calls of one reply ------------------------------------------------------------------
+
+_current = threading.local()  # the call a thread of smolagents' tool-call pool is making
+
+
+@dataclass
+class _Reply:
+    """The tool calls of one model reply, in the model's order. smolagents runs them in a
+    thread pool (several at a time); each takes its place in the run's record (the call
+    reaches ``ctx.call_tool`` on the run's loop, or a refusal is recorded) only after the
+    calls before it took theirs, so the record keeps the model's order while the calls run
+    concurrently."""
+
+    calls: list[ToolCall]
+    claimed: list[bool] = field(init=False)
+    placed: list[bool] = field(init=False)
+    lock: threading.Condition = field(default_factory=threading.Condition)
+
+    def __post_init__(self) -> None:
+        self.reset(self.calls)
+
+    def reset(self, calls: list[ToolCall]) -> None:
+        """The reply's calls (before any of them runs)."""
+        self.calls = calls
+        self.claimed = [False] * len(calls)
+        self.placed = [False] * len(calls)
+
+    def claim(self, name: str, arguments: Any) -> int | None:
+        """Which of the reply's calls ``execute_tool_call(name, arguments)`` is (the first one
+        not yet claimed with that name and those arguments; equal ones are alike)."""
+        with self.lock:
+            for i, call in enumerate(self.calls):
+                if (
+                    not self.claimed[i]
+                    and call.name == name
+                    and (call.arguments or {}) == arguments
+                ):
+                    self.claimed[i] = True
+                    return i
+        return None
+
+    def take_place(self, index: int, action: Callable[[], Any]) -> Any:
+        """Run ``action`` (which places the call) once every earlier call is placed."""
+        with self.lock:
+            self.lock.wait_for(lambda: all(self.placed[:index]))
+            try:
+                return action()
+            finally:
+                self.placed[index] = True
+                self.lock.notify_all()
+
+    def release(self, index: int) -> None:
+        """The call is done: the calls after it need not wait for it any longer."""
+        with self.lock:
+            self.placed[index] = True
+            self.lock.notify_all()
+
+
+@dataclass
+class _Ticket:
+    """The call this thread makes: its reply and its index there."""
+
+    reply: _Reply
+    index: int
+    placed: bool = False  # it reached a tool (or the MCP server): the call is recorded there
+
+
+def _placed(bridge: _Bridge, start: Callable[[], Any]) -> Any:
+    """Start a tool call at its place in the reply's order (``start`` begins it on the run's
+    loop and returns a future, or begins nothing); wait for its result."""
+    ticket: _Ticket | None = getattr(_current, "ticket", None)
+    if ticket is None:
+        began = start()
+    else:
+        began = ticket.reply.take_place(ticket.index, start)
+        ticket.placed = True
+    return began.result() if began is not None else None
 
 
 # -- agent ----------------------------------------------------------------------------------
 
 
 class SmolAgent(ToolCallingAgent):
-    """smolagents' tool-calling agent, with OpenAI tool messages and refusals recorded."""
+    """smolagents' tool-calling agent; the calls it refuses are recorded, and the calls of
+    one reply take their places in the run's record in the model's order."""
 
     bridge: _Bridge
 
-    def write_memory_to_messages(self, summary_mode: bool = False) -> list[Any]:
-        messages: list[Any] = self.memory.system_prompt.to_messages(summary_mode=summary_mode)
-        for step in self.memory.steps:
-            rounds = getattr(step, "mastif_round", None)
-            if isinstance(step, ActionStep) and rounds is not None:
-                messages.extend(rounds)  # an answered tool round, as OpenAI messages
-            else:
-                messages.extend(step.to_messages(summary_mode=summary_mode))
-        return messages
-
     def process_tool_calls(self, chat_message: ChatMessage, memory_step: ActionStep) -> Any:
-        assert chat_message.tool_calls is not None
-        bridge = self.bridge
-        calls = [ToolCall(name=tc.function.name, arguments=tc.function.arguments, id=tc.id)
-                 for tc in chat_message.tool_calls]  # fmt: skip
-        outputs = []
-        for call in calls:
-            yield call
-            bridge.check()
-            before = len(bridge.ctx.recorder.tool_calls)
-            result: Any = None
-            try:
-                if not isinstance(call.arguments, dict) and call.name != FINAL_ANSWER:
-                    # text that is not JSON: smolagents would hand it to a one-input tool
-                    # as its argument; every framework here refuses it
-                    raise AgentToolCallError(
-                        f"Error: the arguments are not valid JSON: {call.arguments!r}",
-                        self.logger,
-                    )
-                result = self.execute_tool_call(call.name, call.arguments or {})
-                observation = str(result).strip()
-            except AgentError as exc:
-                bridge.check()  # a tool call cut short by the run's end is no refusal
-                observation = str(exc)
-                if call.name != FINAL_ANSWER and len(bridge.ctx.recorder.tool_calls) == before:
-                    self._record_refusal(call, observation)
-            out = ToolOutput(id=call.id, output=result, is_final_answer=call.name == FINAL_ANSWER,
-                             observation=observation, tool_call=call)  # fmt: skip
-            outputs.append(out)
-            yield out
-        memory_step.tool_calls = calls
-        memory_step.observations = "\n".join(o.observation for o in outputs)
-        if not any(o.is_final_answer for o in outputs):
-            raw = chat_message.raw.choices[0].message if chat_message.raw is not None else None
-            assistant = {
-                "role": "assistant",
-                "content": (raw.content if raw is not None else chat_message.content) or "",
-                "tool_calls": [
-                    {"id": tc.id, "type": "function",
-                     "function": {"name": tc.function.name, "arguments": tc.function.arguments}}
-                    for tc in (raw.tool_calls if raw is not None else [])
-                ],
-            }  # fmt: skip
-            tools = [{"role": "tool", "tool_call_id": o.id, "content": o.observation}
-                     for o in outputs]  # fmt: skip
-            memory_step.mastif_round = [assistant, *tools]  # type: ignore[attr-defined]
+        # smolagents' own: one call runs directly, several in its thread pool; an error
+        # ends the step. It yields the reply's calls in the model's order before any runs.
+        # (keyed by id as smolagents keys them: of calls sharing an id, one runs)
+        reply = self.bridge.reply = _Reply([])
+        by_id: dict[str, ToolCall] = {}
+        for item in super().process_tool_calls(chat_message, memory_step):
+            if isinstance(item, ToolCall):
+                by_id[item.id] = item
+                reply.reset(list(by_id.values()))
+            yield item
 
-    def _record_refusal(self, call: ToolCall, said: str) -> None:
-        """smolagents answered this call itself and no tool ran: a failed call."""
-        bridge, visit = self.bridge, self.bridge.visit
-        assert visit is not None
-        arguments = call.arguments
-        if call.name not in self.tools:
-            offered = sorted(bridge.ctx.tool_names())
-            error = f"unknown tool {call.name!r}; offered: {offered} (smolagents: {said})"
-        elif not isinstance(arguments, dict):
-            error = f"arguments are not valid JSON: {said}"
-        else:
-            error = f"arguments are not accepted by smolagents: {said}"
-        bridge.ctx.record_failed_tool_call(visit.node.name, visit.step, call.name, arguments, error)
+    def execute_tool_call(self, tool_name: str, arguments: dict[str, str] | str) -> Any:
+        bridge = self.bridge
+        bridge.check()
+        reply = bridge.reply
+        index = reply.claim(tool_name, arguments) if reply is not None else None
+        ticket = _Ticket(reply, index) if reply is not None and index is not None else None
+        _current.ticket = ticket
+        try:
+            return super().execute_tool_call(tool_name, arguments)
+        except AgentError as exc:
+            bridge.check()  # a tool call cut short by the run's end is no refusal
+            if tool_name != FINAL_ANSWER and (ticket is None or not ticket.placed):
+                # smolagents answered this call itself and no tool ran: a failed call
+                error = self._refusal(tool_name, arguments, str(exc))
+                record = partial(bridge.record_refusal, tool_name, arguments, error)
+                if ticket is None:
+                    record().result()
+                else:
+                    ticket.reply.take_place(ticket.index, record).result()
+            raise
+        finally:
+            _current.ticket = None
+            if ticket is not None:
+                ticket.reply.release(ticket.index)
+
+    def _refusal(self, name: str, arguments: Any, said: str) -> str:
+        """The recorded error of a call smolagents refused (it said ``said``)."""
+        if name not in self.tools:
+            offered = sorted(self.bridge.ctx.tool_names())
+            return f"unknown tool {name!r}; offered: {offered} (smolagents: {said})"
+        if not isinstance(arguments, dict):
+            return f"arguments are not a JSON object (smolagents: {said})"
+        return f"arguments are not accepted by smolagents: {said}"
 
 
 # -- the adapter ----------------------------------------------------------------------------
@@ -378,7 +462,7 @@ def build_agents(bridge: _Bridge, nodes: tuple[PlannedNode, ...]) -> dict[str, S
     tools: list[Tool] = []
     if specs and any(n.spec.use_tools for n in nodes):
         tools = (
-            mcp_tools(bridge)
+            [mcp_tool(t, bridge) for t in mcp_tools(bridge)]
             if ctx.mcp_url is not None
             else [GatewayTool(s, bridge) for s in specs]
         )
