@@ -38,3 +38,22 @@ INVALID_JSON_ERRORS: dict[str, str | None] = {
 
 def invalid_json_error(framework: str) -> str | None:
     return INVALID_JSON_ERRORS.get(framework, "not valid JSON")
+
+
+#: frameworks that write tool results back to the model as text turns of their own instead
+#: of OpenAI ``tool`` messages (smolagents: "Observation:" / "Error:" user turns; a failed
+#: call ends its step, so the results of the reply's other calls are not shown)
+TEXT_TOOL_RESULTS: frozenset[str] = frozenset({"smolagents"})
+
+
+def results_follow_up(framework: str, requests: list[dict]) -> dict:
+    """The first request that carries tool results back to the model."""
+    if framework in TEXT_TOOL_RESULTS:
+        for r in requests:
+            users = [m for m in r["messages"] if m["role"] == "user"]
+            text = users[-1]["content"] if users else ""
+            after = text[text.rfind("interaction round") :]
+            if "interaction round" in text and ("Observation:" in after or "Error:" in after):
+                return r
+        raise AssertionError("no request carried tool results back as text")
+    return next(r for r in requests if any(m["role"] == "tool" for m in r["messages"]))

@@ -22,6 +22,27 @@ def last_user_text(payload: dict[str, Any]) -> str:
     return users[-1]["content"] if users else ""
 
 
+def in_interaction_round(payload: dict[str, Any]) -> bool:
+    """The request belongs to an interaction round: one of its user turns is the interact
+    prompt (the last, or followed by a framework's own text turns of tool results)."""
+    return any(
+        m["role"] == "user" and "interaction round" in str(m.get("content"))
+        for m in payload["messages"]
+    )
+
+
+def opens_interaction_round(payload: dict[str, Any]) -> bool:
+    """The request asks for an interaction round's first reply: its last turn is the
+    interact prompt, with no tool results after it -- neither OpenAI tool messages nor the
+    text turns a framework writes them back as (smolagents: "Observation:" / "Error:")."""
+    text = last_user_text(payload)
+    at = text.rfind("interaction round")
+    if at < 0 or payload["messages"][-1]["role"] != "user":
+        return False
+    after = text[at:]
+    return "Observation:" not in after and "Error:" not in after
+
+
 class ScriptedChatServer:
     def __init__(self, respond: Callable[[dict[str, Any]], Reply]) -> None:
         self.respond = respond

@@ -15,8 +15,18 @@ import pytest
 from mastif.runner import Checkpoint
 from mastif.tasks import load_tasks
 from tests.contract_frameworks import CONTRACT_FRAMEWORKS as FRAMEWORKS
-from tests.contract_frameworks import invalid_json_error, wire_tool_name
-from tests.fakes import ScriptedChatServer, last_user_text
+from tests.contract_frameworks import (
+    TEXT_TOOL_RESULTS,
+    invalid_json_error,
+    results_follow_up,
+    wire_tool_name,
+)
+from tests.fakes import (
+    ScriptedChatServer,
+    in_interaction_round,
+    last_user_text,
+    opens_interaction_round,
+)
 from tests.stackrun import run_stack
 
 REPO = Path(__file__).resolve().parents[1]
@@ -97,10 +107,7 @@ def test_tool_arguments_reach_the_tool_as_produced(tmp_path, fake_model_config, 
     }
 
     def respond(payload):
-        if (
-            "interaction round" in last_user_text(payload)
-            and payload["messages"][-1]["role"] == "user"
-        ):
+        if opens_interaction_round(payload):
             return {"tool_calls": [("json_parser", args), ("no_such_tool", {"x": 1})]}
         return {"content": "done."}
 
@@ -112,9 +119,18 @@ def test_tool_arguments_reach_the_tool_as_produced(tmp_path, fake_model_config, 
     assert ok_call.name == "json_parser" and json.loads(ok_call.arguments) == args
     assert ok_call.ok and ok_call.output == "95" and ok_call.node == "interact"
     assert not bad_call.ok and "unknown tool 'no_such_tool'" in bad_call.error
+    follow_up = results_follow_up(framework, srv.requests)
+    # tools were offered with their guidance descriptions, only on the interact node
+    offered = {t["function"]["name"] for t in follow_up["tools"]}
+    tools = ("python_repl", "sympy", "datetime", "json_parser")
+    assert offered == {wire_tool_name(framework, t) for t in tools}
+    assert "tools" not in srv.requests[0]
+    if framework in TEXT_TOOL_RESULTS:
+        # the refusal ended the step; the model reads it in its next user turn
+        assert "no_such_tool" in last_user_text(follow_up).rsplit("interaction round", 1)[1]
+        return
     # the follow-up request carries the tool results, and the assistant turn that asked
     # for them has content "" (the gateway's mend for llama.cpp), never null
-    follow_up = next(r for r in srv.requests if any(m["role"] == "tool" for m in r["messages"]))
     tool_msgs = [m for m in follow_up["messages"] if m["role"] == "tool"]
     assistant = [m for m in follow_up["messages"] if m["role"] == "assistant"][-1]
     # matched by call id: a framework may write results back as they finish (SK)
@@ -124,16 +140,13 @@ def test_tool_arguments_reach_the_tool_as_produced(tmp_path, fake_model_config, 
     # the refused call was answered with the framework's own refusal text (CrewAI: "Tool not found")
     assert len(tool_msgs) == 2 and said[bad_id] != "95"
     assert assistant["content"] == "" and assistant["tool_calls"]
-    # tools were offered with their guidance descriptions, only on the interact node
-    offered = {t["function"]["name"] for t in follow_up["tools"]}
-    tools = ("python_repl", "sympy", "datetime", "json_parser")
-    assert offered == {wire_tool_name(framework, t) for t in tools}
-    assert "tools" not in srv.requests[0]
 
 
 def test_tool_rounds_are_capped(tmp_path, fake_model_config):
     def respond(payload):
-        if "interaction round" in last_user_text(payload):
+        # a tool call whenever tools are offered (a call in a reply to a request without
+        # tools is not run: the cap is what withholds them)
+        if "tools" in payload:
             return {"tool_calls": [("datetime", {})]}
         return {"content": "CONTINUE"}
 
@@ -144,16 +157,16 @@ def test_tool_rounds_are_capped(tmp_path, fake_model_config):
     assert [c.name for c in trace.tool_calls] == ["datetime", "datetime"]
     assert all(c.ok for c in trace.tool_calls)
     # the last interact call is made without tools, so the node ends in text
-    last_interact = [r for r in srv.requests if "interaction round" in last_user_text(r)][-1]
+    # (the interact prompt is the last user turn, or is followed by a framework's own
+    # text turns of tool results: smolagents' "Observation:")
+    interact = [r for r in srv.requests if in_interaction_round(r)]
+    last_interact = interact[-1]
     assert "tools" not in last_interact
 
 
 def test_invalid_tool_json_is_a_failed_call(tmp_path, fake_model_config, framework):
     def respond(payload):
-        if (
-            "interaction round" in last_user_text(payload)
-            and payload["messages"][-1]["role"] == "user"
-        ):
+        if opens_interaction_round(payload):
             return {"tool_calls": [("python_repl", '{"code": "1+')]}
         return {"content": "done."}
 
