@@ -30,6 +30,13 @@ WHEEL_KEY := $(shell printf '%s|%s|%s|%s|%s' '$(LLAMA_CPP_VERSION)' '$(LLAMA_CMA
 	"$$($(PYTHON) -c 'import sys; print(sys.implementation.cache_tag)')" "$$(uname -m)" \
 	"$$($${CXX:-c++} --version 2>/dev/null | head -1)" | sha256sum | cut -c1-16)
 WHEEL_DIR := $(MASTIF_CACHE)/wheels/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(WHEEL_KEY)
+# llama.cpp's own server (parallel slots, per-slot prompt-prefix reuse, continuous batching),
+# built from the llama.cpp tree vendored in the same llama-cpp-python sdist (MIT), with the
+# same flags, cached per machine like the wheel; copied into the venv as $(BIN)/llama-server
+LLAMA_SERVER_DIR := $(MASTIF_CACHE)/bin/llama-server-$(LLAMA_CPP_VERSION)-$(WHEEL_KEY)
+LLAMA_SERVER_CMAKE_ARGS := -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+	-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \
+	-DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF
 # every transitive dependency pinned (`make lock` refreshes it); pyproject keeps ranges
 LOCK := requirements.lock
 UV_VERSION ?= 0.13.9
@@ -38,9 +45,9 @@ ifneq ($(PIP_FIND_LINKS),)
 export UV_FIND_LINKS ?= $(PIP_FIND_LINKS)
 endif
 
-.PHONY: setup run test test-fast test-real-all lint lock dry-run clean llama-wheel
+.PHONY: setup run test test-fast test-real-all lint lock dry-run clean llama-wheel llama-server
 
-setup: $(STAMP) $(CHROMIUM)
+setup: $(STAMP) $(BIN)/llama-server $(CHROMIUM)
 
 # the browser tools drive Debian's Chromium through Playwright (Playwright's own browser
 # download cannot work offline); needs root, as on these machines
@@ -76,6 +83,27 @@ llama-wheel:
 		printf '%s\n' '$(LLAMA_CMAKE_ARGS)' > $$tmp/CMAKE_ARGS && \
 		rm -rf $(WHEEL_DIR) && mv $$tmp $(WHEEL_DIR); \
 	fi
+
+# no web UI (its assets would be downloaded), no TLS: the server listens on loopback only
+llama-server:
+	@if [ -x $(LLAMA_SERVER_DIR)/llama-server ]; then \
+		echo "llama-server $(LLAMA_CPP_VERSION): cached $(LLAMA_SERVER_DIR)"; \
+	else \
+		echo "llama-server $(LLAMA_CPP_VERSION): compiling (once per machine and flags)"; \
+		mkdir -p $(MASTIF_CACHE)/bin && tmp=$$(mktemp -d $(MASTIF_CACHE)/bin/.build-XXXXXX) && \
+		$(BIN)/pip download --quiet --no-deps --no-binary :all: --no-cache-dir -d $$tmp \
+			'llama-cpp-python==$(LLAMA_CPP_VERSION)' && \
+		tar -xzf $$tmp/llama_cpp_python-$(LLAMA_CPP_VERSION).tar.gz -C $$tmp && \
+		cmake -S $$tmp/llama_cpp_python-$(LLAMA_CPP_VERSION)/vendor/llama.cpp -B $$tmp/build \
+			-G Ninja $(LLAMA_SERVER_CMAKE_ARGS) $(LLAMA_CMAKE_ARGS) >$$tmp/cmake.log && \
+		cmake --build $$tmp/build --target llama-server -j $(CORES) >$$tmp/build.log && \
+		mkdir -p $$tmp/out && cp $$tmp/build/bin/llama-server $$tmp/out/ && \
+		rm -rf $(LLAMA_SERVER_DIR) && mv $$tmp/out $(LLAMA_SERVER_DIR) && rm -rf $$tmp; \
+	fi
+
+$(BIN)/llama-server: | $(STAMP)
+	$(MAKE) --no-print-directory llama-server
+	cp $(LLAMA_SERVER_DIR)/llama-server $@
 
 # refresh the lock: resolve pyproject's ranges in a scratch venv and pin everything it got
 lock:

@@ -244,3 +244,60 @@ def test_gateway_joins_tool_content_parts_for_llama_cpp(smollm2_spec, tmp_path):
             url = f"{gw.base_url_for('run1', 'interact')}/chat/completions"
             r = httpx.post(url, json=body, headers=gw.auth_headers, timeout=60)
             assert r.status_code == 200
+
+
+def _spec(base_config, **options):
+    cfg = base_config
+    cfg["models"]["smollm2"]["options"] = {"n_ctx": 2048, **options}
+    return parse_config(cfg).models["smollm2"]
+
+
+def test_llama_server_command_gives_every_slot_its_own_context(base_config, monkeypatch, tmp_path):
+    fake = tmp_path / "llama-server"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("MASTIF_LLAMA_SERVER", str(fake))
+    spec = _spec(
+        base_config, parallel=3, n_threads=2, prompt_cache_mib=64,
+        chat_template="config/chat_templates/chatml-tools.jinja",
+    )  # fmt: skip
+    server = LocalServer(spec, tmp_path / "s.log")
+    server.port = 4321
+    cmd = server.command(Path("/m.gguf"))
+    arg = {cmd[i]: cmd[i + 1] for i in range(1, len(cmd) - 1) if cmd[i].startswith("--")}
+    assert cmd[0] == str(fake)
+    assert arg["--parallel"] == "3" and arg["--ctx-size"] == str(3 * 2048)
+    assert "--no-kv-unified" in cmd and "--offline" in cmd and "--no-webui" in cmd
+    assert arg["--threads"] == arg["--threads-batch"] == "2" and arg["--cache-ram"] == "64"
+    assert arg["--chat-template-file"].endswith("config/chat_templates/chatml-tools.jinja")
+    assert arg["--host"] == "127.0.0.1" and arg["--port"] == "4321"
+
+
+def test_missing_llama_server_binary_is_named(base_config, monkeypatch, tmp_path):
+    import mastif.providers.local as local
+
+    monkeypatch.delenv("MASTIF_LLAMA_SERVER", raising=False)
+    monkeypatch.setattr(local.sys, "executable", str(tmp_path / "python"))
+    monkeypatch.setattr(local.shutil, "which", lambda name: None)
+    server = LocalServer(_spec(base_config), tmp_path / "s.log")
+    with pytest.raises(FileNotFoundError, match="llama-server not found.*make setup"):
+        server.command(Path("/m.gguf"))
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"chat_format": "chatml-function-calling"}, "chat_format: a llama-cpp-python option"),
+        ({"chat_template": "no/such.jinja"}, "chat_template: file not found"),
+        ({"server": "llama-cpp-python", "parallel": 2}, "parallel: a llama-server option"),
+        (
+            {"server": "llama-cpp-python", "chat_template": "x.jinja"},
+            "chat_template: a llama-server",
+        ),
+    ],
+)
+def test_options_of_the_other_server_are_refused(base_config, options, message):
+    from mastif.config import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        _spec(base_config, **options)

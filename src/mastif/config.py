@@ -76,9 +76,12 @@ class _Frozen(BaseModel):
 
 
 class ModelOptions(_Frozen):
+    server: Literal["llama-server", "llama-cpp-python"]
     chat_format: str | None = None
+    chat_template: str | None = None
     n_ctx: int
     n_threads: int | None = None
+    parallel: int
     prompt_cache_mib: int
     max_connections: int
     request_timeout_s: float
@@ -433,6 +436,7 @@ def _check_references(data: dict[str, Any], base_dir: Path) -> None:
             )
         if spec["provider"] == "scripted":
             _check_script(mid, spec, base_dir)
+        _check_local_server(mid, spec, base_dir)
     tasks = data["tasks"]
     if tasks["source"] in PATH_SOURCES and not tasks["path"]:
         raise ConfigError(f"tasks.path: required when tasks.source is {tasks['source']}")
@@ -492,6 +496,30 @@ def _check_rubric(path: Path) -> None:
         raise ConfigError(f"judge.rubric: cannot read {path}: {exc}") from None
     if not text.strip():
         raise ConfigError(f"judge.rubric: {path} is empty")
+
+
+def _check_local_server(model_id: str, spec: dict[str, Any], base_dir: Path) -> None:
+    """Options of one local server are not set for the other (they would be ignored)."""
+    opts = spec.get("options") or {}
+    key = f"models.{model_id}.options"
+    if spec.get("provider") != "local":
+        return
+    if opts.get("server", "llama-server") == "llama-server":
+        if opts.get("chat_format"):
+            raise ConfigError(
+                f"{key}.chat_format: a llama-cpp-python option; llama-server takes the model's "
+                "chat template or options.chat_template"
+            )
+        template = opts.get("chat_template")
+        if template is not None and not resolve_path(template, base_dir).is_file():
+            raise ConfigError(
+                f"{key}.chat_template: file not found: {resolve_path(template, base_dir)}"
+            )
+    else:
+        if opts.get("chat_template") is not None:
+            raise ConfigError(f"{key}.chat_template: a llama-server option (options.server)")
+        if opts.get("parallel", 1) != 1:
+            raise ConfigError(f"{key}.parallel: a llama-server option (options.server)")
 
 
 def _check_script(model_id: str, spec: dict[str, Any], base_dir: Path) -> None:
@@ -566,6 +594,7 @@ def model_spec(model_id: str, raw: Mapping[str, Any], base_dir: Path | None = No
     apply_preset(model_id, data)
     if data["provider"] == "scripted":
         _check_script(model_id, data, base_dir or REPO_ROOT)
+    _check_local_server(model_id, data, base_dir or REPO_ROOT)
     return ModelSpec.model_validate(data)
 
 

@@ -163,10 +163,25 @@ class Provenance:
         return row
 
 
-def collect_provenance(framework: Any, protocol: str, provider: str) -> Provenance:
-    """The versions behind a stack job's runs: call once per job, before its runs."""
+def collect_provenance(
+    framework: Any, protocol: str, provider: str, local_server: str | None = None
+) -> Provenance:
+    """The versions behind a stack job's runs: call once per job, before its runs.
+    ``local_server``: a local model's ``options.server``."""
     commit, dirty = mastif_checkout()
     server = MODEL_SERVERS.get(provider)
+    if provider == "local" and local_server == "llama-server":
+        # built from the llama.cpp tree vendored in this llama-cpp-python release
+        version = package_version("llama-cpp-python")
+        return Provenance(
+            mastif_version=package_version("mastif"),
+            mastif_commit=commit,
+            mastif_dirty=dirty,
+            python_version=platform.python_version(),
+            model_server="llama-server",
+            model_server_version=f"llama.cpp of llama-cpp-python {version}" if version else None,
+            packages={p: package_version(p) for p in stack_packages(framework, protocol)},
+        )
     used = stack_packages(framework, protocol)
     return Provenance(
         mastif_version=package_version("mastif"),

@@ -455,7 +455,9 @@ def execute_stack(
         spec = config.models[stack.model]
         framework = get_framework(stack.framework)
         check_framework(framework)  # IncompatibleLibraryError: the job stops, no run starts
-        versions = collect_provenance(framework, stack.protocol, spec.provider).columns()
+        versions = collect_provenance(
+            framework, stack.protocol, spec.provider, spec.options.server
+        ).columns()
         log.info("stack %s: versions %s", stack.path, {k: v for k, v in versions.items() if v})
         cache = response_cache(config)
         progress = Progress(

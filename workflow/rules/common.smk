@@ -178,16 +178,22 @@ def get_judge_model_specs():
     }
 
 
-def get_model_script(wildcards):
-    """A scripted model's script file is an input: editing it reruns the stack's runs."""
-    spec = config["models"][wildcards.model]
-    return [spec["model"]] if spec["provider"] == "scripted" else []
+def model_files(spec):
+    """The files a model spec names: a scripted model's script, a local server's chat
+    template. Editing one reruns what the model produced."""
+    files = [spec["model"]] if spec["provider"] == "scripted" else []
+    template = (spec.get("options") or {}).get("chat_template")
+    return files + ([template] if spec["provider"] == "local" and template else [])
 
 
-def get_judge_script(wildcards):
-    """A scripted judge's script file is an input: editing it reruns judging."""
-    specs = get_judge_model_specs().values()
-    return [s["model"] for s in specs if s["provider"] == "scripted"]
+def get_model_files(wildcards):
+    """The stack model's files (script, chat template) are inputs of its runs."""
+    return model_files(config["models"][wildcards.model])
+
+
+def get_judge_model_files(wildcards):
+    """The judges' files (script, chat template) are inputs of judging."""
+    return [f for s in get_judge_model_specs().values() for f in model_files(s)]
 
 
 def get_values_corpus_file(wildcards):

@@ -10,7 +10,7 @@ rule execute_stack:
         tasks="results/tasks.parquet",
         prompts=get_prompt_files,
         sandbox=get_sandbox_files,
-        model_script=get_model_script,
+        model_files=get_model_files,
     output:
         runs="results/shards/{model}/{protocol}/{framework}/{scatteritem}.parquet",
     log:

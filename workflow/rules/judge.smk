@@ -3,7 +3,7 @@ rule judge_runs:
         runs="results/runs/{model}/{protocol}/{framework}.parquet",
         tasks="results/tasks.parquet",
         rubric=config["judge"]["rubric"],
-        judge_script=get_judge_script,
+        judge_files=get_judge_model_files,
     output:
         judged="results/judged/{model}/{protocol}/{framework}.parquet",
     log:

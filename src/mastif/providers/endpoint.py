@@ -24,6 +24,14 @@ class Endpoint:
     model: str  # the model name to put in requests
     api_key: str = field(default="", repr=False)
     max_connections: int = 1
+    #: a local model's server (``options.server``); None for other providers
+    server: str | None = None
+
+    @property
+    def cache_provider(self) -> str:
+        """The provider part of a response-cache key: a local model's answers depend on
+        its server (llama-cpp-python's keys stay as they were)."""
+        return "local/llama-server" if self.server == "llama-server" else self.provider
 
 
 @contextmanager
@@ -42,6 +50,7 @@ def open_endpoint(model_id: str, spec: ModelSpec, server_log: Path) -> Iterator[
                 model=server.alias,
                 api_key="",
                 max_connections=spec.options.max_connections,
+                server=spec.options.server,
             )
         return
     if spec.provider == "scripted":

@@ -237,8 +237,12 @@ class AdaptiveLimit:
             self._cond.notify_all()
 
 
-def normalise_request(payload: dict[str, Any], provider: str) -> dict[str, Any]:
+def normalise_request(
+    payload: dict[str, Any], provider: str, server: str | None = None
+) -> dict[str, Any]:
     """Mend what frameworks send and a local llama.cpp server mishandles; leave the rest.
+    (``server``: the local server; llama-server takes ``tool_choice: "required"`` and
+    OpenAI's ``json_schema`` response format as they are, so those two stay.)
 
     * an assistant message with ``tool_calls`` and ``content`` null/absent gets ``""``
       (llama.cpp answers 500 otherwise);
@@ -267,6 +271,8 @@ def normalise_request(payload: dict[str, Any], provider: str) -> dict[str, Any]:
         if "max_completion_tokens" in payload:
             limit = payload.pop("max_completion_tokens")
             payload.setdefault("max_tokens", limit)
+        if server == "llama-server":
+            return payload
         if payload.get("tool_choice") == "required":
             payload["tool_choice"] = "auto"
         fmt = payload.get("response_format")
@@ -420,7 +426,9 @@ class Gateway:
                 {"error": {"message": message, "type": "unknown_run"}}, status_code=404
             )
         try:
-            payload = normalise_request(await request.json(), self.endpoint.provider)
+            payload = normalise_request(
+                await request.json(), self.endpoint.provider, self.endpoint.server
+            )
         except json.JSONDecodeError as exc:
             return JSONResponse({"error": {"message": f"bad JSON: {exc}"}}, status_code=400)
         if payload.get("stream"):
@@ -593,7 +601,7 @@ class Gateway:
 
     def _cache_key(self, payload: dict[str, Any]) -> str:
         request = json.dumps(payload, sort_keys=True, separators=(",", ":"))
-        return ResponseCache.key(self.endpoint.provider, self._neutralise(request.encode()))
+        return ResponseCache.key(self.endpoint.cache_provider, self._neutralise(request.encode()))
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:

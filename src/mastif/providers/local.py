@@ -1,4 +1,13 @@
-"""The embedded default provider: a bundled GGUF model behind llama-cpp-python's server.
+"""The embedded default provider: a bundled GGUF model behind a local llama.cpp server.
+
+Two servers (``options.server``): llama.cpp's own ``llama-server`` (C++, built by ``make
+setup`` from the llama.cpp tree vendored in the llama-cpp-python sdist and installed next to
+the venv's Python): ``parallel`` slots that decode together, each with its own ``n_ctx`` and
+its own cached prompt, a request going to the slot whose cached prompt shares most of it,
+so nodes that alternate (observe without tools, interact with the tool list) each keep
+their prefix; tool calls through the model's chat template, or ``chat_template``. Or
+llama-cpp-python's Python server (one slot; ``mastif.providers.llama_server`` mends its
+``chatml-function-calling`` handler), kept for comparison (``bench/local_server.py``).
 
 The server runs as a child process on a free loopback port, in its own process group, with
 its output in a log file. It is stopped when the ``with`` block ends; on Linux the kernel
@@ -11,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -74,6 +84,24 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child before e
         pass
 
 
+def llama_server_binary() -> Path:
+    """llama.cpp's ``llama-server``: next to the venv's Python (``make setup`` puts it
+    there), else ``MASTIF_LLAMA_SERVER``, else on ``PATH``."""
+    candidates = [Path(sys.executable).parent / "llama-server"]
+    if os.environ.get("MASTIF_LLAMA_SERVER"):
+        candidates.insert(0, Path(os.environ["MASTIF_LLAMA_SERVER"]))
+    found = shutil.which("llama-server")
+    if found:
+        candidates.append(Path(found))
+    for path in candidates:
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+    raise FileNotFoundError(
+        "llama-server not found (looked next to the venv's python, in MASTIF_LLAMA_SERVER "
+        "and on PATH): `make setup` builds it; or set options.server: llama-cpp-python"
+    )
+
+
 class LocalServer:
     """``with LocalServer(spec, log_path) as s:`` — a healthy server at ``s.base_url``."""
 
@@ -89,6 +117,35 @@ class LocalServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def command(self, gguf: Path) -> list[str]:
+        if self.spec.options.server == "llama-server":
+            return self._llama_server_command(gguf)
+        return self._python_server_command(gguf)
+
+    def _llama_server_command(self, gguf: Path) -> list[str]:
+        opts = self.spec.options
+        cmd = [
+            str(llama_server_binary()),
+            "--model", str(gguf),
+            "--alias", self.alias,
+            "--host", "127.0.0.1",
+            "--port", str(self.port),
+            "--parallel", str(opts.parallel),
+            # every slot gets n_ctx of its own (as the one-slot server had), not a share
+            "--ctx-size", str(opts.n_ctx * opts.parallel),
+            "--no-kv-unified",
+            "--jinja",
+            "--no-webui",
+            "--offline",
+            # the prompt-state cache in RAM (0: off), as prompt_cache_mib for the other server
+            "--cache-ram", str(opts.prompt_cache_mib),
+        ]  # fmt: skip
+        if opts.n_threads:
+            cmd += ["--threads", str(opts.n_threads), "--threads-batch", str(opts.n_threads)]
+        if opts.chat_template:
+            cmd += ["--chat-template-file", str(Path(opts.chat_template).resolve())]
+        return cmd
+
+    def _python_server_command(self, gguf: Path) -> list[str]:
         opts = self.spec.options
         cmd = [
             sys.executable, "-m", "mastif.providers.llama_server",
@@ -137,7 +194,9 @@ class LocalServer:
                     f"last log lines:\n{self._log_tail()}"
                 )
             try:
-                r = httpx.get(f"{self.base_url}/models", timeout=2.0)
+                # llama-server answers /health with 503 until the model is loaded
+                health = "/health" if self.spec.options.server == "llama-server" else "/v1/models"
+                r = httpx.get(f"http://127.0.0.1:{self.port}{health}", timeout=2.0)
                 if r.status_code == 200:
                     return
             except httpx.HTTPError:

@@ -1,0 +1,271 @@
+"""The local model server, old vs new: llama-cpp-python's Python server (one slot, its RAM
+prompt cache) against llama.cpp's own llama-server (slots, per-slot prefix reuse), on the
+bundled SmolLM2 with the default experiment's prompts.
+
+1. **Runs**: for each server, the default workflow (LangGraph, standard protocol, the
+   sandbox web tools) on ``--tasks`` sandbox tasks with ``--max-steps``, through a loopback
+   proxy that records every request and reply: seconds per run, the node sequences, and the
+   share of interact replies (requests that offer tools) holding a valid tool call (an
+   offered name, arguments that parse as a JSON object).
+2. **Replay**: the requests recorded on the old server, sent again in the same order to each
+   server (so both see the same prompts): prompt tokens/s, generation tokens/s and the share
+   of prompt tokens served from the cache. llama-server reports these per reply
+   (``timings``); for the old server they are read from its log (llama.cpp's perf lines and
+   its prefix-match counts).
+
+    .venv/bin/python bench/local_server.py [--tasks 2] [--max-steps 2] [--parallel 2]
+
+One run per server on a noisy machine: read the ratios, not the absolute figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import re
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from mastif.config import parse_config  # noqa: E402
+from mastif.providers.gateway import normalise_request  # noqa: E402
+from mastif.providers.local import LocalServer  # noqa: E402
+from mastif.runner import execute_stack  # noqa: E402
+from mastif.tasks import load_tasks  # noqa: E402
+
+OLD = {
+    "server": "llama-cpp-python",
+    "chat_format": "chatml-function-calling",
+    "n_ctx": 4096,
+    "prompt_cache_mib": 256,
+}
+
+
+def new_options(parallel: int) -> dict[str, Any]:
+    return {
+        "server": "llama-server",
+        "chat_template": "config/chat_templates/chatml-tools.jinja",
+        "n_ctx": 4096,
+        "parallel": parallel,
+        "prompt_cache_mib": 256,
+    }
+
+
+class RecordingProxy:
+    """Forwards /v1/chat/completions to ``upstream``, keeping every (request, reply); the
+    request mended as the gateway mends it for that local server (the bench's model is an
+    OpenAI-compatible endpoint, the proxy, so the gateway itself does not)."""
+
+    def __init__(self, upstream: str, server: str) -> None:
+        self.upstream = upstream
+        self.server = server
+        self.exchanges: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                request = json.loads(body)
+                sent = normalise_request(copy.deepcopy(request), "local", outer.server)
+                r = httpx.post(
+                    outer.upstream + self.path.removeprefix("/v1"),
+                    json=sent,
+                    headers={"Content-Type": "application/json"},
+                    timeout=600,
+                )
+                try:
+                    outer.exchanges.append((request, r.json()))
+                except ValueError:
+                    pass
+                self.send_response(r.status_code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(r.content)))
+                self.end_headers()
+                self.wfile.write(r.content)
+
+            def do_GET(self) -> None:  # noqa: N802
+                r = httpx.get(outer.upstream + self.path.removeprefix("/v1"), timeout=60)
+                self.send_response(r.status_code)
+                self.send_header("Content-Length", str(len(r.content)))
+                self.end_headers()
+                self.wfile.write(r.content)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        self.base_url = f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+
+
+def valid_tool_call(request: dict[str, Any], reply: dict[str, Any]) -> bool:
+    offered = {t["function"]["name"] for t in request.get("tools") or []}
+    try:
+        calls = reply["choices"][0]["message"].get("tool_calls") or []
+    except (KeyError, IndexError, TypeError):
+        return False
+    for call in calls:
+        try:
+            args = json.loads(call["function"]["arguments"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if call["function"]["name"] in offered and isinstance(args, dict):
+            return True
+    return False
+
+
+def spec_for(options: dict[str, Any]):  # noqa: ANN201
+    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    cfg["models"]["smollm2"]["options"] = options
+    return parse_config(cfg).models["smollm2"]
+
+
+def run_default(options: dict[str, Any], tasks: int, max_steps: int, work: Path) -> dict:
+    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    cfg["models"]["smollm2"]["options"] = options
+    with LocalServer(spec_for(options), work / "server.log") as server:
+        proxy = RecordingProxy(server.base_url, options["server"])
+        try:
+            run_cfg = copy.deepcopy(cfg)
+            run_cfg["models"]["bench"] = {
+                "provider": "openai_compatible",
+                "model": server.alias,
+                "base_url": proxy.base_url,
+                "options": {"max_connections": options.get("parallel", 1)},
+            }
+            run_cfg["agent_models"] = ["bench"]
+            run_cfg["frameworks"], run_cfg["protocols"] = ["langgraph"], ["standard"]
+            run_cfg["generation"]["max_steps"] = max_steps
+            run_cfg["execution"]["concurrency"] = options.get("parallel", 1)
+            parsed = parse_config(run_cfg)
+            chosen = load_tasks("sandbox")[:tasks]
+            started = time.perf_counter()
+            traces = execute_stack(
+                parsed, parsed.stacks()[0], chosen, work / "ckpt.jsonl", work / "x.log", REPO
+            )
+            wall = time.perf_counter() - started
+        finally:
+            proxy.close()
+    interact = [(q, a) for q, a in proxy.exchanges if q.get("tools")]
+    return {
+        "runs": len(traces),
+        "ok_runs": sum(t.status == "ok" for t in traces),
+        "seconds_per_run": wall / len(traces),
+        "mean_run_wall_s": sum(t.wall_seconds for t in traces) / len(traces),
+        "node_sequences": [[n.node for n in t.node_outputs] for t in traces],
+        "interact_replies": len(interact),
+        "valid_tool_call_share": (
+            sum(valid_tool_call(q, a) for q, a in interact) / len(interact) if interact else None
+        ),
+        "requests": [q for q, _ in proxy.exchanges],
+    }
+
+
+_PREFIX = re.compile(r"(\d+) prefix-match hit, remaining (\d+) prompt tokens")
+_PROMPT = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
+_GEN = re.compile(r"\beval time =\s*([\d.]+) ms /\s*(\d+) runs")
+
+
+def replay(options: dict[str, Any], requests: list[dict[str, Any]], work: Path) -> dict:
+    """Send ``requests`` in order; sum prompt/generation tokens and times and cached tokens."""
+    log = work / "replay-server.log"
+    sums = {"prompt_n": 0, "prompt_ms": 0.0, "gen_n": 0, "gen_ms": 0.0, "cached_n": 0}
+    started = time.perf_counter()
+    with LocalServer(spec_for(options), log) as server:
+        offset = log.stat().st_size
+        with httpx.Client(timeout=600) as client:
+            for request in requests:
+                body = normalise_request(copy.deepcopy(request), "local", options["server"])
+                body["model"] = server.alias
+                reply = client.post(f"{server.base_url}/chat/completions", json=body).json()
+                timings = reply.get("timings")
+                if timings:  # llama-server
+                    sums["prompt_n"] += timings["prompt_n"]
+                    sums["prompt_ms"] += timings["prompt_ms"]
+                    sums["gen_n"] += timings["predicted_n"]
+                    sums["gen_ms"] += timings["predicted_ms"]
+                    sums["cached_n"] += timings.get("cache_n", 0)
+                else:  # llama-cpp-python: its log
+                    text = log.read_text(errors="replace")[offset:]
+                    offset += len(text)
+                    for m in _PREFIX.finditer(text):
+                        sums["cached_n"] += int(m.group(1))
+                    for m in _PROMPT.finditer(text):
+                        sums["prompt_ms"] += float(m.group(1))
+                        sums["prompt_n"] += int(m.group(2))
+                    for m in _GEN.finditer(text):
+                        sums["gen_ms"] += float(m.group(1))
+                        sums["gen_n"] += int(m.group(2))
+    wall = time.perf_counter() - started
+    total_prompt = sums["prompt_n"] + sums["cached_n"]
+    return {
+        "requests": len(requests),
+        "wall_s": wall,
+        "prompt_tokens_per_s": sums["prompt_n"] / (sums["prompt_ms"] / 1000) or None,
+        "generation_tokens_per_s": sums["gen_n"] / (sums["gen_ms"] / 1000) or None,
+        "cache_hit_share": sums["cached_n"] / total_prompt if total_prompt else None,
+        **sums,
+    }
+
+
+def _cell(value: Any) -> str:
+    return f"{value:10.3f}" if isinstance(value, float) else f"{value!s:>10}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tasks", type=int, default=2)
+    ap.add_argument("--max-steps", type=int, default=2)
+    ap.add_argument("--parallel", type=int, default=2)
+    ap.add_argument("--save", type=Path)
+    args = ap.parse_args()
+    servers = {"old": OLD, "new": new_options(args.parallel)}
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, options in servers.items():
+            work = Path(tmp) / name
+            work.mkdir()
+            print(f"[{name}] runs ...", file=sys.stderr, flush=True)
+            out[name] = {"run": run_default(options, args.tasks, args.max_steps, work)}
+        recorded = out["old"]["run"]["requests"]
+        for name, options in servers.items():
+            print(f"[{name}] replay of {len(recorded)} requests ...", file=sys.stderr, flush=True)
+            out[name]["replay"] = replay(options, recorded, Path(tmp) / name)
+    for name in servers:
+        out[name]["run"].pop("requests")
+    rows = [
+        ("seconds per run", "run", "seconds_per_run"),
+        ("ok runs", "run", "ok_runs"),
+        ("valid tool-call share (interact)", "run", "valid_tool_call_share"),
+        ("replay wall s", "replay", "wall_s"),
+        ("prompt tokens/s", "replay", "prompt_tokens_per_s"),
+        ("generation tokens/s", "replay", "generation_tokens_per_s"),
+        ("cache-hit share of prompt tokens", "replay", "cache_hit_share"),
+    ]
+    print(f"{'measure':36} {'old':>10} {'new':>10} {'new/old':>8}")
+    for label, part, key in rows:
+        a, b = out["old"][part][key], out["new"][part][key]
+        ratio = f"{b / a:8.2f}" if isinstance(a, int | float) and a and b is not None else ""
+        print(f"{label:36} {_cell(a)} {_cell(b)} {ratio}")
+    for name in servers:
+        print(f"{name} node sequences: {out[name]['run']['node_sequences']}")
+    if args.save:
+        args.save.write_text(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
