@@ -83,6 +83,20 @@ def test_gateway_translates_json_schema_for_llama_cpp():
     assert local["response_format"] == {"type": "json_object", "schema": {"type": "object"}}
     remote = normalise_request({"messages": [], "response_format": dict(fmt)}, "openai_compatible")
     assert remote["response_format"] == fmt
+    # llama-server takes OpenAI's spelling, and tool_choice "required", as they are
+    body = {"messages": [], "response_format": dict(fmt), "tool_choice": "required"}
+    served = normalise_request(body, "local", "llama-server")
+    assert served["response_format"] == fmt and served["tool_choice"] == "required"
+    assert normalise_request(dict(body), "local")["tool_choice"] == "auto"
+
+
+def test_response_cache_keys_differ_by_local_server():
+    from mastif.providers.endpoint import Endpoint
+
+    python_server = Endpoint("local", "http://x/v1", "m", server="llama-cpp-python")
+    llama_server = Endpoint("local", "http://x/v1", "m", server="llama-server")
+    assert python_server.cache_provider == "local"  # keys cached before stay valid
+    assert llama_server.cache_provider == "local/llama-server"
 
 
 @pytest.fixture

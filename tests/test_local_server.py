@@ -301,3 +301,35 @@ def test_options_of_the_other_server_are_refused(base_config, options, message):
 
     with pytest.raises(ConfigError, match=message):
         _spec(base_config, **options)
+
+
+@pytest.mark.slow
+def test_llama_server_starts_answers_to_a_schema_and_stops(base_config, tmp_path):
+    """The judge's server (llama-server, the default config's gemma3): healthy, keeps to a
+    JSON schema (its own json_schema spelling, untranslated), reports usage, and dies with
+    the with block."""
+    spec = parse_config(base_config).models["gemma3"]
+    assert spec.options.server == "llama-server"
+    schema = {
+        "type": "object",
+        "properties": {"score": {"enum": [0.0, 0.5, 1.0]}},
+        "required": ["score"],
+        "additionalProperties": False,
+    }
+    body = {
+        "messages": [{"role": "user", "content": "Rate this answer: 'Paris'. Reply in JSON."}],
+        "max_tokens": 32,
+        "temperature": 0,
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "rating", "schema": schema, "strict": True},
+        },
+    }
+    with LocalServer(spec, tmp_path / "server.log") as server:
+        pid = server.process.pid
+        r = httpx.post(f"{server.base_url}/chat/completions", json=body, timeout=120)
+        assert r.status_code == 200, r.text
+        reply = r.json()
+        assert json.loads(reply["choices"][0]["message"]["content"])["score"] in (0.0, 0.5, 1.0)
+        assert reply["usage"]["prompt_tokens"] > 0 and reply["usage"]["completion_tokens"] > 0
+    assert wait_dead(pid), "llama-server survived the with block"
