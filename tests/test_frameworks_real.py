@@ -72,9 +72,12 @@ def test_stack_runs_on_the_real_model(framework, protocol, smollm2_server, base_
         # semantic_kernel-standard took ~110 s, of crewai-standard 90-130 s
         two_rounds = protocol == "standard" and framework == "langgraph"
         max_steps = 2 if two_rounds else 1
+        # one request may wait behind the other xdist worker's model calls on these 2 cores:
+        # smolagents' ~1,200-token system prompt exceeded the default 60 s in CI (a 504)
         cfg["generation"].update(
-            max_tokens=48, max_steps=max_steps, max_tool_rounds=1, timeout_s=300
-        )
+            max_tokens=48, max_steps=max_steps, max_tool_rounds=1, timeout_s=300,
+            request_timeout_s=180,
+        )  # fmt: skip
         for node in cfg["workflow"]["nodes"]:
             node["stop_when"] = "NEVER-MATCHES-4711" if node.get("stop_when") else None
         config = parse_config(cfg)
