@@ -170,18 +170,12 @@ def collect_provenance(
     ``local_server``: a local model's ``options.server``."""
     commit, dirty = mastif_checkout()
     server = MODEL_SERVERS.get(provider)
+    server_version = package_version(server) if server else None
     if provider == "local" and local_server == "llama-server":
         # built from the llama.cpp tree vendored in this llama-cpp-python release
         version = package_version("llama-cpp-python")
-        return Provenance(
-            mastif_version=package_version("mastif"),
-            mastif_commit=commit,
-            mastif_dirty=dirty,
-            python_version=platform.python_version(),
-            model_server="llama-server",
-            model_server_version=f"llama.cpp of llama-cpp-python {version}" if version else None,
-            packages={p: package_version(p) for p in stack_packages(framework, protocol)},
-        )
+        server = "llama-server"
+        server_version = f"llama.cpp of llama-cpp-python {version}" if version else None
     used = stack_packages(framework, protocol)
     return Provenance(
         mastif_version=package_version("mastif"),
@@ -189,7 +183,7 @@ def collect_provenance(
         mastif_dirty=dirty,
         python_version=platform.python_version(),
         model_server=server,
-        model_server_version=package_version(server) if server else None,
+        model_server_version=server_version,
         packages={p: package_version(p) for p in used},
     )
 
