@@ -271,6 +271,8 @@ def test_llama_server_command_gives_every_slot_its_own_context(base_config, monk
     assert arg["--threads"] == arg["--threads-batch"] == "2" and arg["--cache-ram"] == "64"
     assert arg["--chat-template-file"].endswith("config/chat_templates/chatml-tools.jinja")
     assert arg["--host"] == "127.0.0.1" and arg["--port"] == "4321"
+    # llama-cpp-python's server's default repeat penalty, so both local servers sample alike
+    assert arg["--repeat-penalty"] == "1.1"
 
 
 def test_missing_llama_server_binary_is_named(base_config, monkeypatch, tmp_path):

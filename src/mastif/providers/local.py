@@ -143,6 +143,11 @@ class LocalServer:
         # servers' spinning threads fight over a 2-core machine (5 tokens/s instead of 50)
         threads = str(opts.n_threads or max((os.cpu_count() or 2) // 2, 1))
         cmd += ["--threads", threads, "--threads-batch", threads]
+        # llama-cpp-python's server samples with repeat_penalty 1.1 unless a request says
+        # otherwise, llama-server with 1.0 (off); the only sampling default where they differ.
+        # Without it greedy Gemma-3-270M looped on digits inside the judge's rationales
+        # (7 of 12 default runs judge_failed; with it 1 of 12): both servers sample alike
+        cmd += ["--repeat-penalty", "1.1"]
         if opts.chat_template:
             cmd += ["--chat-template-file", str(Path(opts.chat_template).resolve())]
         return cmd
