@@ -26,9 +26,7 @@ import json
 import re
 import sys
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +35,9 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO))
+
+from tests.fakes import RecordingProxy  # noqa: E402
 
 from mastif.config import parse_config  # noqa: E402
 from mastif.providers.gateway import normalise_request  # noqa: E402
@@ -60,56 +61,6 @@ def new_options(parallel: int) -> dict[str, Any]:
         "parallel": parallel,
         "prompt_cache_mib": 256,
     }
-
-
-class RecordingProxy:
-    """Forwards /v1/chat/completions to ``upstream``, keeping every (request, reply); the
-    request mended as the gateway mends it for that local server (the bench's model is an
-    OpenAI-compatible endpoint, the proxy, so the gateway itself does not)."""
-
-    def __init__(self, upstream: str, server: str) -> None:
-        self.upstream = upstream
-        self.server = server
-        self.exchanges: list[tuple[dict[str, Any], dict[str, Any]]] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                request = json.loads(body)
-                sent = normalise_request(copy.deepcopy(request), "local", outer.server)
-                r = httpx.post(
-                    outer.upstream + self.path.removeprefix("/v1"),
-                    json=sent,
-                    headers={"Content-Type": "application/json"},
-                    timeout=600,
-                )
-                try:
-                    outer.exchanges.append((request, r.json()))
-                except ValueError:
-                    pass
-                self.send_response(r.status_code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(r.content)))
-                self.end_headers()
-                self.wfile.write(r.content)
-
-            def do_GET(self) -> None:  # noqa: N802
-                r = httpx.get(outer.upstream + self.path.removeprefix("/v1"), timeout=60)
-                self.send_response(r.status_code)
-                self.send_header("Content-Length", str(len(r.content)))
-                self.end_headers()
-                self.wfile.write(r.content)
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
-        self.base_url = f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
-
-    def close(self) -> None:
-        self._httpd.shutdown()
 
 
 def valid_tool_call(request: dict[str, Any], reply: dict[str, Any]) -> bool:
@@ -138,8 +89,7 @@ def run_default(options: dict[str, Any], tasks: int, max_steps: int, work: Path)
     cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     cfg["models"]["smollm2"]["options"] = options
     with LocalServer(spec_for(options), work / "server.log") as server:
-        proxy = RecordingProxy(server.base_url, options["server"])
-        try:
+        with RecordingProxy(server.base_url, options["server"]) as proxy:
             run_cfg = copy.deepcopy(cfg)
             run_cfg["models"]["bench"] = {
                 "provider": "openai_compatible",
@@ -158,8 +108,6 @@ def run_default(options: dict[str, Any], tasks: int, max_steps: int, work: Path)
                 parsed, parsed.stacks()[0], chosen, work / "ckpt.jsonl", work / "x.log", REPO
             )
             wall = time.perf_counter() - started
-        finally:
-            proxy.close()
     interact = [(q, a) for q, a in proxy.exchanges if q.get("tools")]
     return {
         "runs": len(traces),

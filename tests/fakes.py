@@ -126,7 +126,9 @@ class RecordingProxy:
     server reported (usage, tool calls) can be compared with what the trace recorded.
     """
 
-    def __init__(self, upstream_base_url: str) -> None:
+    def __init__(self, upstream_base_url: str, server: str | None = None) -> None:
+        """``server``: the local server behind ``upstream_base_url`` (llama-server or
+        llama-cpp-python), whose mends the proxy applies as the gateway would."""
         import httpx
 
         self.exchanges: list[tuple[dict[str, Any], dict[str, Any]]] = []
@@ -143,7 +145,7 @@ class RecordingProxy:
                 length = int(self.headers.get("Content-Length", 0))
                 # the proxy stands in for the local server: apply the gateway's llama.cpp
                 # mends (e.g. max_completion_tokens -> max_tokens) as for a local endpoint
-                payload = normalise_request(json.loads(self.rfile.read(length)), "local")
+                payload = normalise_request(json.loads(self.rfile.read(length)), "local", server)
                 r = client.post("/chat/completions", json=payload)
                 if r.status_code == 200:
                     outer.exchanges.append((payload, r.json()))

@@ -10,6 +10,7 @@ from mastif.config import parse_config
 from mastif.runner import execute_stack
 from mastif.tasks import Task, load_tasks
 from mastif.trace import RunTrace
+from tests.fakes import ScriptedChatServer, opens_interaction_round
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -35,3 +36,20 @@ def run_stack(
         cfg, cfg.stacks()[0], tasks or load_tasks("builtin")[:1],
         workdir / "ckpt.jsonl", workdir / "server.log", REPO,
     )  # fmt: skip
+
+
+def run_with_one_reply_of_calls(
+    calls: list[tuple[str, Any]], framework: str, workdir: Path, fake_model_config: Any
+) -> tuple[RunTrace, list[dict[str, Any]]]:
+    """One run (``max_steps`` 1) on a scripted model whose interaction round opens with one
+    reply holding ``calls`` (name, arguments) and whose every other turn says "done.";
+    returns the run and the requests the model received."""
+
+    def respond(payload: dict[str, Any]) -> dict[str, Any]:
+        return {"tool_calls": calls} if opens_interaction_round(payload) else {"content": "done."}
+
+    with ScriptedChatServer(respond) as srv:
+        (trace,) = run_stack(
+            fake_model_config(srv.base_url, max_steps=1), workdir, framework=framework
+        )
+    return trace, srv.requests

@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 def test_default_config_is_valid_and_defaults_are_filled(base_config):
     cfg = parse_config(base_config)
     assert cfg.generation.temperature == 0.7
-    assert cfg.generation.max_steps == 1  # the paper's 3 lives in config/experiments/paper.yaml
+    assert cfg.generation.max_steps == 2  # the paper's 3 lives in config/experiments/paper.yaml
     assert cfg.generation.max_tool_rounds == 1
     assert [n.name for n in cfg.workflow.nodes] == ["navigate", "observe", "interact", "report"]
     assert cfg.stacks()[0].path == "smollm2/standard/langgraph"
@@ -245,3 +245,35 @@ def test_repeats_and_execution_defaults(base_config):
     base_config["repeats"] = 0
     with pytest.raises(ConfigError, match="repeats"):
         parse_config(base_config)
+
+
+def test_stack_job_threads_reach_a_local_server_unless_the_model_sets_them(base_config):
+    """An execute_stack job holds the machine (timing_lock): its local server computes with
+    the job's threads; a model's own options.n_threads wins; remote models are untouched."""
+    from mastif.config import stack_job_config
+
+    def job(model: dict, threads: int | None) -> object:
+        return stack_job_config(
+            experiment="x",
+            model_id="m",
+            model=model,
+            protocol="standard",
+            prompt_format=False,
+            generation=base_config["generation"],
+            tools=base_config["tools"],
+            web=base_config["web"],
+            web_options=base_config["web_options"],
+            workflow=base_config["workflow"],
+            repeats=1,
+            sampling_seed=1,
+            execution={},
+            threads=threads,
+        ).models["m"]
+
+    local = dict(base_config["models"]["smollm2"])
+    assert job(local, 2).options.n_threads == 2
+    assert job(local, None).options.n_threads is None
+    own = {**local, "options": {**local["options"], "n_threads": 1}}
+    assert job(own, 2).options.n_threads == 1
+    remote = {"provider": "openai_compatible", "model": "gpt", "base_url": "http://x/v1"}
+    assert job(remote, 2).options.n_threads is None

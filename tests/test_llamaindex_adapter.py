@@ -23,7 +23,7 @@ from tests.adapter_checks import (
     first_interact_turn,
 )
 from tests.fakes import ScriptedChatServer, last_user_text
-from tests.stackrun import run_stack
+from tests.stackrun import run_stack, run_with_one_reply_of_calls
 
 REPO = Path(__file__).resolve().parents[1]
 #: python_repl code that runs for about half a second (RestrictedPython's ranges are short)
@@ -116,13 +116,7 @@ def test_calls_are_recorded_in_order_and_arguments_repaired(tmp_path, fake_model
     calls = [("no_such_tool", {"x": 1}), ("json_parser", good), ("python_repl", '{"code": "1+'),
              ("datetime", "not json")]  # fmt: skip
 
-    def respond(payload):
-        return {"tool_calls": calls} if first_interact_turn(payload) else {"content": "done."}
-
-    with ScriptedChatServer(respond) as srv:
-        (trace,) = run_stack(
-            fake_model_config(srv.base_url, max_steps=1), tmp_path, framework="llamaindex"
-        )
+    trace, requests = run_with_one_reply_of_calls(calls, "llamaindex", tmp_path, fake_model_config)
     assert trace.status == "ok", trace.error_message
     assert [(c.name, c.ok) for c in trace.tool_calls] == [
         ("no_such_tool", False), ("json_parser", True), ("python_repl", False), ("datetime", True),
@@ -133,7 +127,7 @@ def test_calls_are_recorded_in_order_and_arguments_repaired(tmp_path, fake_model
     assert json.loads(repaired.arguments) == {"code": None}
     assert repaired.error == "invalid arguments for python_repl: None is not of type 'string'"
     assert json.loads(emptied.arguments) == {}
-    follow_up = next(r for r in srv.requests if any(m["role"] == "tool" for m in r["messages"]))
+    follow_up = next(r for r in requests if any(m["role"] == "tool" for m in r["messages"]))
     said = {m["tool_call_id"]: m["content"] for m in follow_up["messages"] if m["role"] == "tool"}
     (asked,) = [m for m in follow_up["messages"] if m.get("tool_calls")]
     ids = [c["id"] for c in asked["tool_calls"]]
@@ -150,13 +144,7 @@ def test_calls_of_one_reply_run_concurrently_recorded_in_order(tmp_path, fake_mo
     calls = [("python_repl", {"code": SLOW_CODE}),
              ("datetime", {})]  # fmt: skip
 
-    def respond(payload):
-        return {"tool_calls": calls} if first_interact_turn(payload) else {"content": "done."}
-
-    with ScriptedChatServer(respond) as srv:
-        (trace,) = run_stack(
-            fake_model_config(srv.base_url, max_steps=1), tmp_path, framework="llamaindex"
-        )
+    trace, requests = run_with_one_reply_of_calls(calls, "llamaindex", tmp_path, fake_model_config)
     assert trace.status == "ok", trace.error_message
     slow, quick = trace.tool_calls
     assert (slow.name, slow.ok, slow.output) == ("python_repl", True, "8100000")

@@ -20,10 +20,9 @@ from mastif.workflow import plan_workflow, render_prompt
 from tests.adapter_checks import (
     check_an_unreachable_endpoint_is_classified_as_such,
     check_required_tool_choice_holds_for_the_first_turn,
-    first_interact_turn,
 )
 from tests.fakes import ScriptedChatServer, last_user_text
-from tests.stackrun import run_stack
+from tests.stackrun import run_stack, run_with_one_reply_of_calls
 
 smol = pytest.importorskip("mastif.frameworks.smolagents")
 
@@ -102,17 +101,6 @@ def test_smolagents_system_prompt_and_task_turn(tmp_path, fake_model_config):
     assert req["tool_choice"] == "auto"
 
 
-def smol_first_interact_turn(payload):
-    """The first model turn of an interact visit under smolagents, which writes tool results
-    and errors back as text: no ``Calling tools:`` turn and no ``Error:`` yet (smolagents
-    appends an error to the user turn, "Now let's retry: ...")."""
-    return (
-        first_interact_turn(payload)
-        and not any(m["role"] == "assistant" for m in payload["messages"])
-        and "Now let's retry" not in last_user_text(payload)
-    )
-
-
 def test_refused_calls_are_recorded_in_the_models_order(tmp_path, fake_model_config):
     """smolagents' own handling of one reply's calls: all of them run (its thread pool), the
     ones it refuses are recorded as failed, text that is not JSON is handed to the one-input
@@ -121,13 +109,7 @@ def test_refused_calls_are_recorded_in_the_models_order(tmp_path, fake_model_con
     calls = [("no_such_tool", {"x": 1}), ("json_parser", good), ("python_repl", '{"code": "1+'),
              ("sympy", {"expression": 3})]  # fmt: skip
 
-    def respond(payload):
-        return {"tool_calls": calls} if smol_first_interact_turn(payload) else {"content": "done."}
-
-    with ScriptedChatServer(respond) as srv:
-        (trace,) = run_stack(
-            fake_model_config(srv.base_url, max_steps=1), tmp_path, framework="smolagents"
-        )
+    trace, requests = run_with_one_reply_of_calls(calls, "smolagents", tmp_path, fake_model_config)
     assert trace.status == "ok", trace.error_message
     assert [c.name for c in trace.tool_calls] == [n for n, _ in calls]
     unknown, ok, raw_text, bad_type = trace.tool_calls
@@ -139,7 +121,7 @@ def test_refused_calls_are_recorded_in_the_models_order(tmp_path, fake_model_con
     assert not raw_text.ok and raw_text.error.startswith("SyntaxError")
     assert not bad_type.ok and bad_type.error.startswith("arguments are not accepted")
     # what the model read back: no tool messages; the step's error in its user turn
-    follow_up = srv.requests[srv.requests.index(next(r for r in srv.requests if "tools" in r)) + 1]
+    follow_up = requests[requests.index(next(r for r in requests if "tools" in r)) + 1]
     assert all(m["role"] in ("system", "user", "assistant") for m in follow_up["messages"])
     said = last_user_text(follow_up)
     assert "\nError:\n" in said and "Now let's retry" in said
@@ -155,19 +137,13 @@ def test_calls_of_one_reply_run_concurrently_and_read_back_as_text(tmp_path, fak
     a ``Calling tools:`` assistant turn and an ``Observation:`` user turn."""
     calls = [("python_repl", {"code": SLOW_CODE}), ("datetime", {})]
 
-    def respond(payload):
-        return {"tool_calls": calls} if smol_first_interact_turn(payload) else {"content": "done."}
-
-    with ScriptedChatServer(respond) as srv:
-        (trace,) = run_stack(
-            fake_model_config(srv.base_url, max_steps=1), tmp_path, framework="smolagents"
-        )
+    trace, requests = run_with_one_reply_of_calls(calls, "smolagents", tmp_path, fake_model_config)
     assert trace.status == "ok", trace.error_message
     slow, quick = trace.tool_calls
     assert (slow.name, slow.ok, slow.output.strip()) == ("python_repl", True, "8100000")
     assert quick.name == "datetime" and quick.ok
     assert quick.started_s < slow.started_s + slow.duration_s  # ran while the slow one did
-    follow_up = srv.requests[srv.requests.index(next(r for r in srv.requests if "tools" in r)) + 1]
+    follow_up = requests[requests.index(next(r for r in requests if "tools" in r)) + 1]
     *_, asked, observed = follow_up["messages"]
     assert asked["role"] == "assistant" and asked["content"].startswith("Calling tools:\n[")
     assert "'name': 'python_repl'" in asked["content"] and "'name': 'datetime'" in asked["content"]

@@ -614,17 +614,26 @@ def stack_job_config(
     sampling_seed: int,
     execution: Mapping[str, Any],
     base_dir: Path | None = None,
+    threads: int | None = None,
 ) -> ExperimentConfig:
     """The config a stack job (rule ``execute_stack``) runs with, built from its rule's
     params only, so every key the job reads is one Snakemake tracks.
+
+    ``threads``: the CPUs the job holds (its rule's ``threads``); a local model's server
+    computes with that many unless the model's ``options.n_threads`` says otherwise.
 
     The stack's model is the only model (and stands in as the judge, which the job never
     calls); keys the job does not read take their schema defaults. ``execution``: the
     execution keys the job reads (concurrency, provider_retries, response_cache, progress).
     """
+    model = dict(model)
+    if threads and model.get("provider") == "local":
+        options = dict(model.get("options") or {})
+        options.setdefault("n_threads", threads)
+        model["options"] = options
     raw = {
         "experiment": experiment,
-        "models": {model_id: dict(model)},
+        "models": {model_id: model},
         "agent_models": [model_id],
         "judge": {"model": model_id},
         "protocols": [protocol],

@@ -17,6 +17,10 @@ rule execute_stack:
         run="logs/execute_stack/{model}/{protocol}/{framework}/{scatteritem}.log",
         server="logs/execute_stack/{model}/{protocol}/{framework}/{scatteritem}.server.log",
     retries: config["execution"]["job_retries"]
+    # a local model's server computes with the job's threads (unless the model's
+    # options.n_threads): the job has the machine to itself (timing_lock), so all of
+    # profiles/default's 2 cores; --set-threads execute_stack=N elsewhere
+    threads: 2
     resources:
         llm_calls=1,
         # CT is measured here: the job holds all of timing_lock (profiles/default), so no

@@ -40,6 +40,7 @@ config = stack_job_config(
     sampling_seed=p.sampling_seed,
     execution={**p.execution, "progress": snakemake.config["execution"]["progress"]},
     base_dir=Path.cwd(),
+    threads=snakemake.threads,
 )
 stack = Stack(w.model, w.protocol, w.framework)
 tasks = tasks_from_frame(pl.read_parquet(snakemake.input.tasks))
