@@ -77,6 +77,30 @@ def test_schema_scores_are_enums_of_the_anchors():
     assert schema["additionalProperties"] is False
 
 
+def test_every_reply_the_schema_allows_fits_max_tokens():
+    """Gemma-3-270M looping on digits (a token per character) filled two 200-character
+    rationales and ran out of its 512 tokens inside the third: the schema now keeps the
+    longest allowed reply within max_tokens at one token per character."""
+    import json as _json
+
+    for max_tokens in (256, 512, 1024):
+        schema = judgement_schema(max_tokens)
+        longest = {
+            k: ("9" * v["maxLength"] if v["type"] == "string" else 0.7)
+            for k, v in schema["properties"].items()
+        }
+        reply = _json.dumps(longest, indent=4)
+        rationale_chars = sum(
+            v["maxLength"] for v in schema["properties"].values() if "maxLength" in v
+        )
+        scaffold = len(reply) - rationale_chars
+        # one token per rationale character, and the scaffold (keys, quotes, scores) at
+        # worst ~3 characters per token
+        assert rationale_chars + scaffold / 3 <= max_tokens
+    assert judgement_schema()["properties"]["TU_rationale"]["maxLength"] == 200
+    assert judgement_schema(512)["properties"]["TU_rationale"]["maxLength"] == 149
+
+
 def test_gateway_translates_json_schema_for_llama_cpp():
     fmt = {"type": "json_schema", "json_schema": {"name": "j", "schema": {"type": "object"}}}
     local = normalise_request({"messages": [], "response_format": dict(fmt)}, "local")

@@ -425,7 +425,9 @@ def judge_cost(
         run, task.model_dump(), rubric, reference_guided=j.reference_guided,
         clip=JudgeClip(j.node_chars, j.tool_chars, j.answer_chars),
     )  # fmt: skip
-    chars = sum(len(m["content"]) for m in messages) + len(json.dumps(judgement_schema()))
+    chars = sum(len(m["content"]) for m in messages) + len(
+        json.dumps(judgement_schema(j.max_tokens))
+    )
     prompt = _tokens(chars, chars_per_token) + len(messages) * MESSAGE_OVERHEAD_TOKENS
     if scenario == "high":
         attempts, completion = config.judge.attempts, config.judge.max_tokens

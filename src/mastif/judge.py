@@ -39,11 +39,28 @@ SCORE_ANCHORS: tuple[float, ...] = (1.0, 0.7, 0.5, 0.3, 0.0)
 CRITERIA: tuple[str, ...] = ("TU", "TA", "TCR")
 
 
-def judgement_schema() -> dict[str, Any]:
-    """JSON schema of a judge reply: rationale then score per criterion (reasoning first)."""
+#: tokens a judgement's JSON takes besides its rationales' text (keys, quotes, scores)
+JUDGEMENT_SCAFFOLD_TOKENS = 64
+
+
+def rationale_max_chars(max_tokens: int | None) -> int:
+    """The longest rationale the judgement schema allows: 200 characters, or less when
+    three of them would not fit ``max_tokens`` at one token per character (a small judge
+    looping on digits spends a token on each), so every reply the schema allows ends
+    within ``max_tokens`` -- a degenerate rationale is cut by the grammar, not the
+    judgement by the token limit."""
+    if max_tokens is None:
+        return 200
+    return max(min(200, (max_tokens - JUDGEMENT_SCAFFOLD_TOKENS) // len(CRITERIA)), 12)
+
+
+def judgement_schema(max_tokens: int | None = None) -> dict[str, Any]:
+    """JSON schema of a judge reply: rationale then score per criterion (reasoning first);
+    rationales at most :func:`rationale_max_chars` of ``max_tokens`` long."""
     props: dict[str, Any] = {}
+    longest = rationale_max_chars(max_tokens)
     for c in CRITERIA:
-        props[f"{c}_rationale"] = {"type": "string", "minLength": 12, "maxLength": 200}
+        props[f"{c}_rationale"] = {"type": "string", "minLength": 12, "maxLength": longest}
         props[f"{c}_score"] = {"type": "number", "enum": list(SCORE_ANCHORS)}
     return {
         "type": "object",
@@ -231,7 +248,11 @@ def judge_one(
     )
     response_format = {
         "type": "json_schema",
-        "json_schema": {"name": "judgement", "schema": judgement_schema(), "strict": True},
+        "json_schema": {
+            "name": "judgement",
+            "schema": judgement_schema(settings.max_tokens),
+            "strict": True,
+        },
     }
     raw, error = "", None
     gateway.begin_run(run_id)
