@@ -35,12 +35,22 @@ _RULE = re.compile(r"^(?:local)?rule (\w+):$")
 _JOBID = re.compile(r"^\s+jobid: (\d+)$")
 _FINISHED = re.compile(r"^Finished jobid: (\d+) \(Rule: (\w+)\)$")
 _LOG = re.compile(r"^\s+log: (.+)$")
+_THREADS = re.compile(r"^\s+threads: (\d+)$")
+_CORES = re.compile(r"^Provided cores: (\d+)$")
 _SCRIPT_START = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
 # llama-server: "slot print_timing: id 0 | task 3 | prompt eval time = 8831.22 ms / 991 tokens"
 # llama-cpp-python: "llama_perf_context_print: prompt eval time = 0.14 ms / 116 tokens"
 _TIMING = re.compile(
     r"(?P<part>prompt eval|\beval|total) time =\s*(?P<ms>[\d.]+) ms /\s*(?P<n>\d+) (?:tokens|runs)"
 )
+
+
+def snakemake_cores(log: Path) -> int | None:
+    """The cores Snakemake was given (``Provided cores: N``)."""
+    for line in log.read_text().splitlines():
+        if m := _CORES.match(line):
+            return int(m.group(1))
+    return None
 
 
 def snakemake_jobs(log: Path) -> list[dict[str, Any]]:
@@ -50,14 +60,16 @@ def snakemake_jobs(log: Path) -> list[dict[str, Any]]:
     current: dict[str, Any] | None = None
     for line in log.read_text().splitlines():
         if m := _STAMP.match(line):
+            current = None
             stamp = datetime.strptime(" ".join(m.group(1).split()), "%a %b %d %H:%M:%S %Y")
         elif m := _RULE.match(line):
-            current = {"rule": m.group(1), "start": stamp, "logs": []}
+            current = {"rule": m.group(1), "start": stamp, "logs": [], "threads": 1}
         elif current is not None and (m := _LOG.match(line)):
             current["logs"] = [p.strip() for p in m.group(1).split(",")]
         elif current is not None and (m := _JOBID.match(line)):
             jobs[m.group(1)] = current
-            current = None
+        elif current is not None and (m := _THREADS.match(line)):
+            current["threads"] = int(m.group(1))
         elif (m := _FINISHED.match(line)) and m.group(1) in jobs:
             jobs[m.group(1)]["finish"] = stamp
     return [j for j in jobs.values() if j.get("finish") and j.get("start")]
@@ -89,6 +101,27 @@ def server_timings(logs: list[Path]) -> dict[str, float]:
     return dict(sums)
 
 
+def loop_and_tool_calls(runs: pl.DataFrame) -> dict[str, Any]:
+    """Whether the runs show the workflow's loop (observe -> interact -> observe) and how
+    many interact visits (node, step) recorded at least one tool call."""
+    loops, visits, with_call = 0, 0, 0
+    for row in runs.select("node_outputs", "tool_calls").iter_rows(named=True):
+        nodes = [n["node"] for n in row["node_outputs"] or []]
+        loops += any(
+            nodes[i : i + 3] == ["observe", "interact", "observe"] for i in range(len(nodes))
+        )
+        steps = {n["step"] for n in row["node_outputs"] or [] if n["node"] == "interact"}
+        called = {c["step"] for c in row["tool_calls"] or [] if c["node"] == "interact"}
+        visits += len(steps)
+        with_call += len(steps & called)
+    return {
+        "runs": runs.height,
+        "runs_with_loop": loops,
+        "interact_visits": visits,
+        "interact_visits_with_tool_call": with_call,
+    }
+
+
 def breakdown(workdir: Path) -> dict[str, Any]:
     logs = sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log"))
     if not logs:
@@ -104,6 +137,7 @@ def breakdown(workdir: Path) -> dict[str, Any]:
         row = by_rule[job["rule"]]
         row["jobs"] += 1
         row["job_s"] += span
+        row["core_s"] += span * job["threads"]
         script_log = next((workdir / p for p in job["logs"] if not p.endswith("server.log")), None)
         started = script_start(script_log) if script_log else None
         if started is not None:
@@ -114,6 +148,8 @@ def breakdown(workdir: Path) -> dict[str, Any]:
         "snakemake_log": str(log.relative_to(workdir)),
         "wall_s": wall,
         "job_s": sum(r["job_s"] for r in by_rule.values()),
+        "core_s": sum(r["core_s"] for r in by_rule.values()),
+        "cores": snakemake_cores(log),
         "rules": {k: dict(v) for k, v in sorted(by_rule.items(), key=lambda kv: -kv[1]["job_s"])},
     }
     runs_path = workdir / "results" / "metrics" / "runs.parquet"
@@ -126,6 +162,11 @@ def breakdown(workdir: Path) -> dict[str, Any]:
             "CT_s": runs["CT"].sum(),
             **{c: runs[c].sum() for c in parts},
         }
+    run_files = sorted((workdir / "results" / "runs").rglob("*.parquet"))
+    if run_files:
+        out["loop"] = loop_and_tool_calls(
+            pl.concat([pl.read_parquet(f) for f in run_files], how="diagonal_relaxed")
+        )
     for stage in ("execute_stack", "judge_runs"):
         server_logs = sorted((workdir / "logs" / stage).rglob("*server.log"))
         out[f"{stage}_servers"] = server_timings(server_logs)
@@ -135,7 +176,8 @@ def breakdown(workdir: Path) -> dict[str, Any]:
 def report(b: dict[str, Any]) -> str:
     lines = [
         f"wall (first job start to last finish): {b['wall_s']:8.0f} s   "
-        f"job time: {b['job_s']:8.0f} s ({b['job_s'] / b['wall_s']:.2f} jobs at once)",
+        f"job time: {b['job_s']:8.0f} s, x threads: {b['core_s']:.0f} core-s "
+        f"({b['core_s'] / b['wall_s']:.2f} cores busy on average)",
         "",
         f"{'rule':22} {'jobs':>5} {'job s':>8} {'share':>6} {'start-up s':>11}",
     ]
@@ -158,6 +200,12 @@ def report(b: dict[str, Any]) -> str:
                 f"  execute jobs outside their runs (server start, imports, writing): "
                 f"{execute - runs['CT_s']:.0f} s"
             )
+    if loop := b.get("loop"):
+        lines.append(
+            f"  runs showing observe -> interact -> observe: {loop['runs_with_loop']} of "
+            f"{loop['runs']}; interact visits with a tool call: "
+            f"{loop['interact_visits_with_tool_call']} of {loop['interact_visits']}"
+        )
     for stage in ("execute_stack", "judge_runs"):
         s = b.get(f"{stage}_servers") or {}
         for kind in ("llama-server", "llama-cpp-python"):
@@ -183,11 +231,14 @@ def report(b: dict[str, Any]) -> str:
                 f"({gen_n / gen_s if gen_s else 0:.1f} tokens/s)"
             )
             lines.append(f"  server total      {total_s:8.1f} s")
-    idle = 2 * b["wall_s"] - b["job_s"]
-    lines += [
-        "",
-        f"Snakemake's scheduling and idle cores (2 x wall - job time, on 2 cores): {idle:.0f} s",
-    ]
+    if b.get("cores"):
+        idle = b["cores"] * b["wall_s"] - b["core_s"]
+        lines += [
+            "",
+            f"cores idle (Snakemake's {b['cores']} cores x wall - jobs' threads x time: "
+            f"scheduling, waits, the DAG's tail): {idle:.0f} core-s "
+            f"({idle / b['cores'] / b['wall_s']:.0%})",
+        ]
     return "\n".join(lines)
 
 

@@ -12,6 +12,8 @@ bundled SmolLM2 with the default experiment's prompts.
    of prompt tokens served from the cache. llama-server reports these per reply
    (``timings``); for the old server they are read from its log (llama.cpp's perf lines and
    its prefix-match counts).
+3. **Judge**: the default judge (Gemma-3-270M, the default judge settings, one attempt) on
+   each server over the old server's runs: seconds per judgement and how many parsed.
 
     .venv/bin/python bench/local_server.py [--tasks 2] [--max-steps 2] [--parallel 2]
 
@@ -120,6 +122,7 @@ def run_default(options: dict[str, Any], tasks: int, max_steps: int, work: Path)
             sum(valid_tool_call(q, a) for q, a in interact) / len(interact) if interact else None
         ),
         "requests": [q for q, _ in proxy.exchanges],
+        "traces": traces,
     }
 
 
@@ -170,6 +173,42 @@ def replay(options: dict[str, Any], requests: list[dict[str, Any]], work: Path) 
     }
 
 
+JUDGE_OLD = {"server": "llama-cpp-python", "n_ctx": 4096}
+JUDGE_NEW = {"server": "llama-server", "n_ctx": 4096}
+
+
+def judge_with(options: dict[str, Any], traces: list, work: Path) -> dict[str, Any]:
+    """The default judge (Gemma-3-270M, the default judge settings, one attempt per run)
+    on ``options``' server over the bench's runs: seconds per judgement and how many
+    parsed."""
+    import polars as pl
+
+    from mastif.judge import JudgeSettings, judge_runs
+    from mastif.providers import Gateway, open_endpoint
+    from mastif.tasks import tasks_to_frame
+    from mastif.trace import runs_to_table
+
+    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    cfg["models"]["gemma3"]["options"] = options
+    parsed = parse_config(cfg)
+    j = parsed.judge
+    runs = pl.from_arrow(runs_to_table(traces))
+    ids = {t.task_id for t in traces}
+    tasks = tasks_to_frame([t for t in load_tasks("sandbox") if t.task_id in ids])
+    settings = JudgeSettings(j.model, j.temperature, j.max_tokens, 1, j.seed)
+    started = time.perf_counter()
+    with open_endpoint(j.model, parsed.models[j.model], work / "judge-server.log") as ep:
+        with Gateway(ep) as gw:
+            judged = judge_runs(runs, tasks, REPO / j.rubric, gw, settings)
+    wall = time.perf_counter() - started
+    return {
+        "judgements": judged.height,
+        "ok": int((judged["judge_status"] == "ok").sum()),
+        "seconds_per_judgement": wall / judged.height,
+        "completion_tokens": int(judged["judge_completion_tokens"].sum()),
+    }
+
+
 def _cell(value: Any) -> str:
     return f"{value:10.3f}" if isinstance(value, float) else f"{value!s:>10}"
 
@@ -193,8 +232,13 @@ def main() -> None:
         for name, options in servers.items():
             print(f"[{name}] replay of {len(recorded)} requests ...", file=sys.stderr, flush=True)
             out[name]["replay"] = replay(options, recorded, Path(tmp) / name)
+        traces = out["old"]["run"]["traces"]
+        for name, options in (("old", JUDGE_OLD), ("new", JUDGE_NEW)):
+            print(f"[{name}] judge, {len(traces)} runs ...", file=sys.stderr, flush=True)
+            out[name]["judge"] = judge_with(options, traces, Path(tmp) / name)
     for name in servers:
         out[name]["run"].pop("requests")
+        out[name]["run"].pop("traces")
     rows = [
         ("seconds per run", "run", "seconds_per_run"),
         ("ok runs", "run", "ok_runs"),
@@ -203,6 +247,8 @@ def main() -> None:
         ("prompt tokens/s", "replay", "prompt_tokens_per_s"),
         ("generation tokens/s", "replay", "generation_tokens_per_s"),
         ("cache-hit share of prompt tokens", "replay", "cache_hit_share"),
+        ("judge (Gemma): seconds per judgement", "judge", "seconds_per_judgement"),
+        ("judge (Gemma): parsed judgements", "judge", "ok"),
     ]
     print(f"{'measure':36} {'old':>10} {'new':>10} {'new/old':>8}")
     for label, part, key in rows:

@@ -98,7 +98,7 @@ def test_every_reply_the_schema_allows_fits_max_tokens():
         # worst ~3 characters per token
         assert rationale_chars + scaffold / 3 <= max_tokens
     assert judgement_schema()["properties"]["TU_rationale"]["maxLength"] == 200
-    assert judgement_schema(512)["properties"]["TU_rationale"]["maxLength"] == 149
+    assert judgement_schema(512)["properties"]["TU_rationale"]["maxLength"] == 138
 
 
 def test_gateway_translates_json_schema_for_llama_cpp():

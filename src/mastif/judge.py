@@ -39,8 +39,10 @@ SCORE_ANCHORS: tuple[float, ...] = (1.0, 0.7, 0.5, 0.3, 0.0)
 CRITERIA: tuple[str, ...] = ("TU", "TA", "TCR")
 
 
-#: tokens a judgement's JSON takes besides its rationales' text (keys, quotes, scores)
-JUDGEMENT_SCAFFOLD_TOKENS = 64
+#: tokens a judgement's JSON may take besides its rationales' text (keys, quotes, scores,
+#: the whitespace the grammar lets the model write): Gemma-3-270M spent ~70 on a reply cut
+#: at 512 tokens with 149-character rationales, so leave room
+JUDGEMENT_SCAFFOLD_TOKENS = 96
 
 
 def rationale_max_chars(max_tokens: int | None) -> int:
