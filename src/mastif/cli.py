@@ -136,6 +136,23 @@ def cmd_power(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    from mastif.status import experiment_status, format_status
+
+    try:
+        cfg = load_config(
+            config_file(args.config), base_dir=Path.cwd(), base=config_file(args.base)
+        )
+        if cfg.importing:
+            raise ValueError("import mode (import.mastif_log) runs no stack: no status to show")
+        status = experiment_status(cfg, Path.cwd())
+    except (ConfigError, ValueError, OSError) as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    print(format_status(status, args.config))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mastif", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -189,6 +206,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--power", type=float, default=0.8, help="default: %(default)s")
     p.add_argument("--simulations", type=int, default=4000, help="default: %(default)s")
     p.set_defaults(func=cmd_power)
+    p = sub.add_parser(
+        "status",
+        help="runs done, failed and remaining per stack, tokens and dollars so far, ETA "
+        "(from the workflow directory; also while snakemake runs)",
+    )
+    p.add_argument("config", nargs="?", default=DEFAULT_CONFIG)
+    p.add_argument("--base", default=DEFAULT_CONFIG,
+                   help="config the file overrides (default: %(default)s)")  # fmt: skip
+    p.set_defaults(func=cmd_status)
     args = parser.parse_args(argv)
     return int(args.func(args))
 

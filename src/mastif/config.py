@@ -212,6 +212,13 @@ class WebOptions(_Frozen):
     search_backend: str
 
 
+class BudgetSpec(_Frozen):
+    """``execution.budget``: caps of the whole experiment's agent runs (None: no cap)."""
+
+    usd: float | None
+    tokens: int | None
+
+
 class ExecutionSpec(_Frozen):
     concurrency: int | None
     provider_retries: int
@@ -219,6 +226,7 @@ class ExecutionSpec(_Frozen):
     job_retries: int
     response_cache: str | None
     progress: bool
+    budget: BudgetSpec
 
 
 class ImportSpec(_Frozen):
@@ -416,6 +424,15 @@ def _check_references(data: dict[str, Any], base_dir: Path) -> None:
             raise ConfigError(
                 f"judge.model {judge_model!r} is not one of judge.models {list(panel)}: the "
                 "panel must include the judge whose replies the judged table records"
+            )
+    budget_usd = data["execution"]["budget"]["usd"]
+    if budget_usd is not None and not data["import"]["mastif_log"]:
+        unpriced = [m for m in data["agent_models"] if models[m].get("price") is None]
+        if unpriced:
+            raise ConfigError(
+                f"execution.budget.usd = {budget_usd} needs a price for every agent model; "
+                f"models.{unpriced[0]}.price is null (a free model: input_per_mtok: 0, "
+                "output_per_mtok: 0)"
             )
     rubric = resolve_path(data["judge"]["rubric"], base_dir)
     if not rubric.is_file():

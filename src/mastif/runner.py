@@ -30,6 +30,7 @@ import httpx
 import openai
 from tqdm import tqdm
 
+from mastif.budget import BudgetGate, BudgetReached, run_bounds
 from mastif.config import ExperimentConfig, Stack
 from mastif.frameworks import FrameworkAdapter, RunContext, RunRecorder, get_framework
 from mastif.frameworks.base import GatewayClients
@@ -361,6 +362,7 @@ async def _run_all(
     progress: Progress,
     framework: FrameworkAdapter | None = None,
     versions: dict[str, Any] | None = None,
+    budget: BudgetGate | None = None,
 ) -> list[RunTrace]:
     concurrency = config.concurrency_for(stack.model)
     semaphore = asyncio.Semaphore(concurrency)
@@ -404,11 +406,19 @@ async def _run_all(
 
             async def one(unit: RunUnit) -> None:
                 async with semaphore:
+                    # reserved when it is about to start, not when queued: a refusal stops
+                    # the queued runs, the ones in flight finish
+                    if budget is not None and not await asyncio.to_thread(
+                        budget.admit, unit.run_id, unit.task.task_id
+                    ):
+                        return
                     trace = await _run_task(
                         config, stack, unit, plan, gateway, protocol, framework, web, http,
                         versions,
                     )  # fmt: skip
                 checkpoint.append(trace)
+                if budget is not None:  # after the checkpoint: see BudgetGate.settle_done
+                    await asyncio.to_thread(budget.settle, trace)
                 results.append(trace)
                 progress.finished(trace)
 
@@ -427,9 +437,15 @@ def execute_stack(
     server_log: Path,
     base_dir: Path | None = None,
     shard: tuple[int, int] = (1, 1),
+    budget: BudgetGate | None = None,
 ) -> list[RunTrace]:
     """Run ``stack``'s share ``shard`` (k of n) of its runs (every task ``config.repeats``
     times); return one trace per run, in (repeat, task) order.
+
+    ``budget`` (:mod:`mastif.budget`): each run starts only once its upper bound is
+    reserved in the shared ledger. When one does not fit, no further run starts, the runs
+    in flight finish (checkpointed), and :class:`~mastif.budget.BudgetReached` is raised:
+    the shard is incomplete, and a rerun with a larger budget resumes from the checkpoint.
 
     Runs already in the stack's checkpoints (a killed or failed earlier job) are not redone.
     Before any run, the framework's adapter is checked against the installed library
@@ -451,6 +467,11 @@ def execute_stack(
         "stack %s shard %d/%d: %d runs, %d already done",
         stack.path, shard[0], shard[1], len(units), len(done),
     )  # fmt: skip
+    if budget is not None:
+        budget.settle_done(done.values())
+    if todo and budget is not None:
+        budget.bounds = run_bounds(config, stack, [u.task for u in todo], budget.price, base_dir)
+        budget.check(todo[0].task.task_id)  # BudgetReached before any server starts
     if todo:
         spec = config.models[stack.model]
         framework = get_framework(stack.framework)
@@ -473,7 +494,7 @@ def execute_stack(
                     call_timeout_s=config.generation.request_timeout_s,
                 ) as gateway:
                     run_all = _run_all(config, stack, todo, plan, gateway, checkpoint,
-                                       progress, framework, versions)  # fmt: skip
+                                       progress, framework, versions, budget)  # fmt: skip
                     traces = asyncio.run(run_all)
                     log.info(
                         "stack %s: %d upstream requests; cache %s; 429s %d (limit fell to %s)",
@@ -484,8 +505,16 @@ def execute_stack(
                     )  # fmt: skip
         finally:
             progress.close()
+            if budget is not None:
+                budget.release_unsettled()
         for trace in traces:
             done[trace.run_id] = trace
+        if budget is not None and budget.refusal is not None:
+            log.warning(
+                "stack %s: stopped by the budget after %d new runs, %d of %d done: %s",
+                stack.path, len(traces), len(done), len(units), budget.refusal,
+            )  # fmt: skip
+            raise BudgetReached(budget.refusal)
     return [done[u.run_id] for u in units]
 
 

@@ -4,13 +4,23 @@ from mastif.logsetup import log_to
 
 log_to(snakemake.log[0])
 
+import logging
 import os
+import sys
 from pathlib import Path
 
 import polars as pl
 import pyarrow.parquet as pq
 
-from mastif.config import Stack, stack_job_config
+from mastif.budget import (
+    LEDGER,
+    RESERVATION_GRACE_S,
+    BudgetGate,
+    BudgetLimit,
+    BudgetReached,
+    Ledger,
+)
+from mastif.config import ModelPrice, Stack, stack_job_config
 from mastif.runner import execute_stack, parse_scatteritem, setup_model_job
 from mastif.tasks import tasks_from_frame
 from mastif.trace import runs_to_table
@@ -44,15 +54,37 @@ config = stack_job_config(
 )
 stack = Stack(w.model, w.protocol, w.framework)
 tasks = tasks_from_frame(pl.read_parquet(snakemake.input.tasks))
-traces = execute_stack(
-    config,
-    stack,
-    tasks,
-    checkpoint_path=Path(p.checkpoint),
-    server_log=Path(snakemake.log.server),
-    base_dir=Path.cwd(),
-    shard=parse_scatteritem(w.scatteritem),
-)
+# The budget and the price it is counted at are read from the config, not params: neither
+# changes a run this job writes, and a param would make Snakemake rerun every finished
+# stack (whose checkpoints are gone) when the budget is raised to continue.
+limit = BudgetLimit.from_mapping(snakemake.config["execution"]["budget"])
+price = snakemake.config["models"][w.model]["price"]
+budget = None
+if limit.capped:
+    budget = BudgetGate(
+        Ledger(LEDGER),
+        limit,
+        ModelPrice.model_validate(price) if price is not None else None,
+        stack,
+        # a reservation outlives its run only if the job was killed outright
+        expires_in_s=config.generation.timeout_s + RESERVATION_GRACE_S,
+    )
+try:
+    traces = execute_stack(
+        config,
+        stack,
+        tasks,
+        checkpoint_path=Path(p.checkpoint),
+        server_log=Path(snakemake.log.server),
+        base_dir=Path.cwd(),
+        shard=parse_scatteritem(w.scatteritem),
+        budget=budget,
+    )
+except BudgetReached as exc:
+    # an expected stop, not a crash: one sentence in the job's log and on stderr, no
+    # traceback; no shard Parquet is written, the checkpoint keeps the finished runs
+    logging.getLogger("mastif.job").error("%s: %s", stack.path, exc)
+    sys.exit(f"{stack.path}: {exc}")
 pq.write_table(runs_to_table(traces), snakemake.output.runs)
 # the Parquet now holds this shard's runs; the checkpoint only served an interrupted job
 Path(p.checkpoint).unlink(missing_ok=True)
