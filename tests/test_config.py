@@ -277,3 +277,22 @@ def test_stack_job_threads_reach_a_local_server_unless_the_model_sets_them(base_
     assert job(own, 2).options.n_threads == 1
     remote = {"provider": "openai_compatible", "model": "gpt", "base_url": "http://x/v1"}
     assert job(remote, 2).options.n_threads is None
+
+
+def test_a_local_servers_threads_do_not_change_run_ids(base_config):
+    """Threads set a server's speed, not the run: a job run with other threads resumes the
+    same checkpointed runs; another context size is another run."""
+    import copy
+
+    from mastif.runner import run_fingerprint
+    from mastif.workflow import plan_workflow
+
+    def fingerprint(**options):
+        cfg = copy.deepcopy(base_config)
+        cfg["models"]["smollm2"]["options"].update(options)
+        parsed = parse_config(cfg)
+        plan = plan_workflow(parsed.workflow, parsed.generation)
+        return run_fingerprint(parsed, parsed.stacks()[0], plan)
+
+    assert fingerprint(n_threads=1) == fingerprint(n_threads=2) == fingerprint()
+    assert fingerprint(n_ctx=2048) != fingerprint()

@@ -67,8 +67,10 @@ def run_fingerprint(config: ExperimentConfig, stack: Stack, plan: WorkflowPlan) 
         "workflow": [n.spec.model_dump() for n in plan.nodes],
         "shape": [plan.shape, plan.max_subtasks],
         "prompt_format": plan.prompt_format,
-        # the price only prices a run afterwards (metrics), it does not shape it
-        "model": model.model_dump(exclude={"price"}),
+        # the price only prices a run afterwards (metrics), it does not shape it; nor do a
+        # local server's threads (the same run on 1 and 2 threads gave the same tokens), so
+        # a job with other threads (--set-threads) resumes the same runs
+        "model": model.model_dump(exclude={"price": True, "options": {"n_threads"}}),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
