@@ -136,6 +136,25 @@ def cmd_power(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_view(args: argparse.Namespace) -> int:
+    from mastif.viewer.serve import viewer_server
+
+    try:
+        server = viewer_server(args.dir, args.port)
+    except (FileNotFoundError, OSError) as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    host, port = server.server_address[:2]
+    print(f"serving {args.dir} at http://{host}:{port}/ (loopback only; Ctrl-C stops)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mastif", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -189,6 +208,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--power", type=float, default=0.8, help="default: %(default)s")
     p.add_argument("--simulations", type=int, default=4000, help="default: %(default)s")
     p.set_defaults(func=cmd_power)
+    p = sub.add_parser("view", help="serve the trace viewer (results/viewer) on 127.0.0.1")
+    p.add_argument("dir", nargs="?", default="results/viewer",
+                   help="the built viewer (default: %(default)s); it also opens from disk")  # fmt: skip
+    p.add_argument("--port", type=int, default=8765, help="default: %(default)s; 0: any free")
+    p.set_defaults(func=cmd_view)
     args = parser.parse_args(argv)
     return int(args.func(args))
 

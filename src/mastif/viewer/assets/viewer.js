@@ -1,0 +1,494 @@
+// mastif trace viewer: the data loader, the router and the grid (run.js draws a run).
+// Vanilla JS, no library: the site must open offline, from disk (file://) or served.
+"use strict";
+
+const mastif = (window.mastif = window.mastif || {});
+
+// ---- loading data files -------------------------------------------------------------------
+// Each data file is a script calling window.__mastif_load(key, data): file:// pages cannot
+// fetch() JSON in Chromium, but they can load scripts.
+const pending = new Map();
+const loaded = new Map();
+window.__mastif_load = function (key, data) {
+  const waiter = pending.get(key);
+  if (waiter) {
+    pending.delete(key);
+    waiter.resolve(data);
+  }
+};
+
+mastif.load = function (key, src) {
+  if (loaded.has(key)) return loaded.get(key);
+  const promise = new Promise(function (resolve, reject) {
+    pending.set(key, { resolve: resolve, reject: reject });
+    const script = document.createElement("script");
+    script.src = src;
+    script.onerror = function () {
+      pending.delete(key);
+      loaded.delete(key);
+      reject(new Error("cannot load " + src));
+    };
+    script.onload = function () {
+      script.remove();
+      if (pending.has(key)) {
+        pending.delete(key);
+        reject(new Error(src + " holds no data for " + key));
+      }
+    };
+    document.head.appendChild(script);
+  });
+  loaded.set(key, promise);
+  return promise;
+};
+
+mastif.runFile = function (n) {
+  return "data/runs/" + Math.floor(n / mastif.grid.runs_per_dir) + "/" + n + ".js";
+};
+
+mastif.loadRun = function (n) {
+  return mastif.load("run:" + n, mastif.runFile(n));
+};
+
+// ---- formatting ---------------------------------------------------------------------------
+const ESC = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+mastif.esc = function (value) {
+  return String(value).replace(/[&<>"']/g, function (c) {
+    return ESC[c];
+  });
+};
+
+// null is unknown, never 0: shown as a dash with a title saying so
+mastif.UNKNOWN = '<span class="unknown" title="unknown (not recorded)">—</span>';
+
+mastif.fmt = function (value, digits) {
+  if (value === null || value === undefined) return mastif.UNKNOWN;
+  if (typeof value === "boolean") return value ? "yes" : "no";
+  if (typeof value === "number") {
+    if (Number.isInteger(value)) return value.toLocaleString("en");
+    return value.toFixed(digits === undefined ? 3 : digits).replace(/\.?0+$/, "");
+  }
+  return mastif.esc(value);
+};
+
+mastif.stackName = function (stack) {
+  return stack.model + " · " + stack.protocol + " · " + stack.framework;
+};
+
+// ---- colours ------------------------------------------------------------------------------
+const STATUS_CLASS = { ok: "c-good", timeout: "c-warn", error: "c-bad" };
+
+function metricOf(key) {
+  return mastif.grid.metrics.find(function (m) {
+    return m.key === key;
+  });
+}
+
+// [min, max] of a metric over every run: the scale of an "amount" metric
+const ranges = {};
+function rangeOf(key) {
+  if (!ranges[key]) {
+    let lo = Infinity;
+    let hi = -Infinity;
+    for (const v of mastif.grid.runs[key]) {
+      if (v === null) continue;
+      if (v < lo) lo = v;
+      if (v > hi) hi = v;
+    }
+    ranges[key] = lo <= hi ? [lo, hi] : [0, 0];
+  }
+  return ranges[key];
+}
+
+// A run's cell: [class, inline style]
+function cellColour(colour, i) {
+  const runs = mastif.grid.runs;
+  if (colour === "status") return [STATUS_CLASS[runs.status[i]] || "c-unknown", ""];
+  const value = runs[colour][i];
+  if (value === null || value === undefined) return ["c-unknown", ""];
+  const metric = metricOf(colour);
+  if (metric.kind === "bool") return [value ? "c-good" : "c-bad", ""];
+  if (metric.kind === "score") {
+    const hue = Math.round(Math.max(0, Math.min(1, value)) * 125);
+    return ["", "background:hsl(" + hue + ",62%,48%)"];
+  }
+  const range = rangeOf(colour);
+  const span = Math.log1p(range[1] - range[0]) || 1;
+  const t = Math.log1p(value - range[0]) / span;
+  return ["", "background:hsl(212,70%," + Math.round(92 - t * 60) + "%)"];
+}
+
+function legendHtml(colour) {
+  const item = function (cls, style, label) {
+    return '<span class="key"><i class="' + cls + '" style="' + style + '"></i>' + label + "</span>";
+  };
+  const unknown = item("c-unknown", "", "unknown");
+  if (colour === "status")
+    return item("c-good", "", "ok") + item("c-warn", "", "timeout") + item("c-bad", "", "error") + unknown;
+  const metric = metricOf(colour);
+  if (metric.kind === "bool") return item("c-good", "", "true") + item("c-bad", "", "false") + unknown;
+  if (metric.kind === "score")
+    return (
+      item("", "background:hsl(0,62%,48%)", "0") +
+      item("", "background:hsl(62,62%,48%)", "0.5") +
+      item("", "background:hsl(125,62%,48%)", "1") +
+      unknown
+    );
+  const range = rangeOf(colour);
+  return (
+    item("", "background:hsl(212,70%,92%)", mastif.fmt(range[0])) +
+    item("", "background:hsl(212,70%,32%)", mastif.fmt(range[1]) + " (log scale)") +
+    unknown
+  );
+}
+
+// ---- grid state and filtering -------------------------------------------------------------
+const FACETS = ["model", "protocol", "framework"];
+const state = {
+  colour: "success",
+  sort: "",
+  desc: true,
+  search: "",
+  // facet -> Set of the values shown; a missing facet shows every value
+  shown: {},
+};
+
+function successLabel(value) {
+  return value === null || value === undefined ? "unknown" : String(value);
+}
+
+function facetValues(grid) {
+  const values = {};
+  for (const f of FACETS) values[f] = unique(grid.stacks.map((s) => s[f]));
+  values.status = unique(grid.runs.status.map((s) => (s === null ? "unknown" : s)));
+  values.success = unique(grid.runs.success.map(successLabel));
+  return values;
+}
+
+function unique(list) {
+  return Array.from(new Set(list));
+}
+
+function isShown(facet, value) {
+  const set = state.shown[facet];
+  return !set || set.has(value);
+}
+
+function runPasses(i) {
+  const runs = mastif.grid.runs;
+  return (
+    isShown("status", runs.status[i] === null ? "unknown" : runs.status[i]) &&
+    isShown("success", successLabel(runs.success[i]))
+  );
+}
+
+// runs of stack s on task t, repeats in order: built once
+let cells = null;
+function cellRuns(s, t) {
+  const grid = mastif.grid;
+  if (!cells) {
+    cells = new Array(grid.stacks.length * grid.tasks.length);
+    const runs = grid.runs;
+    for (let i = 0; i < grid.n_runs; i++) {
+      const k = runs.stack[i] * grid.tasks.length + runs.task[i];
+      (cells[k] = cells[k] || []).push(i);
+    }
+    for (const list of cells) if (list) list.sort((a, b) => (runs.repeat[a] || 0) - (runs.repeat[b] || 0));
+  }
+  return cells[s * grid.tasks.length + t] || [];
+}
+
+function maxRepeats() {
+  let most = 1;
+  for (let k = 0; k < mastif.grid.stacks.length * mastif.grid.tasks.length; k++) {
+    const list = cells[k];
+    if (list && list.length > most) most = list.length;
+  }
+  return most;
+}
+
+function mean(list, key) {
+  let sum = 0;
+  let n = 0;
+  const values = mastif.grid.runs[key];
+  for (const i of list) {
+    const v = values[i];
+    if (v === null || v === undefined) continue;
+    sum += typeof v === "boolean" ? (v ? 1 : 0) : v;
+    n++;
+  }
+  return n ? sum / n : null;
+}
+
+// What the filters leave: stacks (columns), tasks (rows) and, per cell, the passing runs
+function visible() {
+  const grid = mastif.grid;
+  const stacks = [];
+  grid.stacks.forEach(function (s, i) {
+    if (FACETS.every((f) => isShown(f, s[f]))) stacks.push(i);
+  });
+  const needle = state.search.trim().toLowerCase();
+  const tasks = [];
+  const runsOf = {}; // "s,t" -> passing runs
+  const byStack = stacks.map(() => []);
+  const byTask = {};
+  grid.tasks.forEach(function (task, t) {
+    if (needle && (task.id + " " + task.text).toLowerCase().indexOf(needle) < 0) return;
+    let any = false;
+    stacks.forEach(function (s, col) {
+      const passing = cellRuns(s, t).filter(runPasses);
+      if (passing.length) {
+        any = true;
+        runsOf[s + "," + t] = passing;
+        byStack[col].push.apply(byStack[col], passing);
+        (byTask[t] = byTask[t] || []).push.apply(byTask[t], passing);
+      }
+    });
+    if (any) tasks.push(t);
+  });
+  if (state.sort) {
+    const sign = state.desc ? -1 : 1;
+    const order = function (a, b) {
+      if (a[1] === b[1]) return a[0] - b[0];
+      if (a[1] === null) return 1; // unknown last either way
+      if (b[1] === null) return -1;
+      return sign * (a[1] - b[1]);
+    };
+    const stackMeans = stacks.map((s, col) => [s, mean(byStack[col], state.sort)]);
+    stacks.length = 0;
+    stackMeans.sort(order).forEach((p) => stacks.push(p[0]));
+    const taskMeans = tasks.map((t) => [t, mean(byTask[t], state.sort)]);
+    tasks.length = 0;
+    taskMeans.sort(order).forEach((p) => tasks.push(p[0]));
+  }
+  return { stacks: stacks, tasks: tasks, runsOf: runsOf };
+}
+
+// ---- grid page ----------------------------------------------------------------------------
+function controlsHtml() {
+  const grid = mastif.grid;
+  const values = facetValues(grid);
+  const colourOptions = ['<option value="status">run status</option>']
+    .concat(grid.metrics.map((m) => '<option value="' + m.key + '">' + mastif.esc(m.label) + "</option>"))
+    .join("");
+  const sortOptions = ['<option value="">task and stack order</option>']
+    .concat(grid.metrics.map((m) => '<option value="' + m.key + '">mean ' + mastif.esc(m.label) + "</option>"))
+    .join("");
+  let html =
+    '<label class="field">Colour by<select id="colour">' + colourOptions + "</select></label>" +
+    '<label class="field">Sort tasks and stacks by<select id="sort">' + sortOptions + "</select></label>" +
+    '<label class="check"><input type="checkbox" id="desc" checked> highest first</label>' +
+    '<label class="field">Task<input id="search" type="search" placeholder="id or text"></label>';
+  const names = { model: "Model", protocol: "Protocol", framework: "Framework", status: "Status", success: "Check success" };
+  for (const facet of ["model", "protocol", "framework", "status", "success"]) {
+    html += '<fieldset class="facet" data-facet="' + facet + '"><legend>' + names[facet] + "</legend>";
+    for (const value of values[facet]) {
+      html +=
+        '<label class="check"><input type="checkbox" data-facet="' + facet + '" value="' +
+        mastif.esc(value) + '" checked> ' + mastif.esc(value) + "</label>";
+    }
+    html += "</fieldset>";
+  }
+  return html + '<button id="reset" type="button">Show everything</button>';
+}
+
+function countsHtml(view) {
+  const runs = mastif.grid.runs;
+  const tally = { ok: 0, timeout: 0, error: 0, unknownStatus: 0, yes: 0, no: 0, unchecked: 0, judged: 0, judgeFailed: 0, unjudged: 0 };
+  let n = 0;
+  for (const key in view.runsOf) {
+    for (const i of view.runsOf[key]) {
+      n++;
+      const status = runs.status[i];
+      if (status === "ok" || status === "timeout" || status === "error") tally[status]++;
+      else tally.unknownStatus++;
+      if (runs.success[i] === true) tally.yes++;
+      else if (runs.success[i] === false) tally.no++;
+      else tally.unchecked++;
+      if (runs.judge_status[i] === "ok") tally.judged++;
+      else if (runs.judge_status[i] === "judge_failed") tally.judgeFailed++;
+      else tally.unjudged++;
+    }
+  }
+  const chip = function (cls, label, count) {
+    return '<span class="chip ' + cls + '">' + label + " <b>" + count.toLocaleString("en") + "</b></span>";
+  };
+  return (
+    '<span id="counts" data-runs="' + n + '"><b>' + n.toLocaleString("en") + "</b> of " +
+    mastif.grid.n_runs.toLocaleString("en") + " runs · " + view.stacks.length + " stacks × " +
+    view.tasks.length + " tasks</span>" +
+    chip("s-good", "ok", tally.ok) + chip("s-warn", "timeout", tally.timeout) +
+    chip("s-bad", "error", tally.error) +
+    (tally.unknownStatus ? chip("s-unknown", "status unknown", tally.unknownStatus) : "") +
+    chip("s-good", "check passed", tally.yes) + chip("s-bad", "check failed", tally.no) +
+    chip("s-unknown", "no check", tally.unchecked) + chip("s-bad", "judge failed", tally.judgeFailed) +
+    chip("s-unknown", "unjudged", tally.unjudged)
+  );
+}
+
+// header rows: model and protocol merged over adjacent equal columns, framework per column
+function headerHtml(view, width) {
+  const stacks = mastif.grid.stacks;
+  let html = "";
+  for (const facet of ["model", "protocol"]) {
+    html += '<div class="hrow"><div class="lab hlab">' + facet + "</div><div class=\"hcells\">";
+    let k = 0;
+    while (k < view.stacks.length) {
+      const value = stacks[view.stacks[k]][facet];
+      let j = k;
+      while (j < view.stacks.length && stacks[view.stacks[j]][facet] === value) j++;
+      html += '<span class="span" style="width:' + (j - k) * width + 'px" title="' + mastif.esc(value) + '">' + mastif.esc(value) + "</span>";
+      k = j;
+    }
+    html += "</div></div>";
+  }
+  html += '<div class="hrow fw"><div class="lab hlab">framework</div><div class="hcells">';
+  for (const s of view.stacks) {
+    html += '<span class="vert" style="width:' + width + 'px" title="' + mastif.esc(mastif.stackName(stacks[s])) + '">' + mastif.esc(stacks[s].framework) + "</span>";
+  }
+  return html + "</div></div>";
+}
+
+function rowsHtml(view, repeats) {
+  const grid = mastif.grid;
+  const parts = [];
+  const cellWidth = repeats * 12 + 2;
+  for (const t of view.tasks) {
+    const task = grid.tasks[t];
+    parts.push(
+      '<div class="row"><div class="lab" title="' + mastif.esc(task.text) + '"><b>' + mastif.esc(task.id) + "</b> " +
+        mastif.esc(task.text) + '</div><div class="cells">'
+    );
+    for (const s of view.stacks) {
+      parts.push('<span class="cell" style="width:' + cellWidth + 'px">');
+      const passing = view.runsOf[s + "," + t];
+      for (const i of cellRuns(s, t)) {
+        if (!passing || passing.indexOf(i) < 0) {
+          parts.push('<i class="off"></i>');
+          continue;
+        }
+        const colour = cellColour(state.colour, i);
+        parts.push('<i class="run ' + colour[0] + '" style="' + colour[1] + '" data-r="' + i + '"></i>');
+      }
+      parts.push("</span>");
+    }
+    parts.push("</div></div>");
+  }
+  return parts.join("");
+}
+
+function renderGrid() {
+  const started = performance.now();
+  const view = visible();
+  const repeats = maxRepeats();
+  const width = repeats * 12 + 2;
+  document.getElementById("counts-bar").innerHTML = countsHtml(view);
+  document.getElementById("legend").innerHTML = legendHtml(state.colour);
+  const body = view.tasks.length
+    ? headerHtml(view, width) + rowsHtml(view, repeats)
+    : '<p class="empty">No run matches the filters.</p>';
+  document.getElementById("grid").innerHTML = body;
+  mastif.stats.renders++;
+  mastif.stats.lastRenderMs = performance.now() - started;
+}
+
+function bindControls() {
+  const on = function (id, event, fn) {
+    document.getElementById(id).addEventListener(event, fn);
+  };
+  document.getElementById("colour").value = state.colour;
+  document.getElementById("sort").value = state.sort;
+  document.getElementById("desc").checked = state.desc;
+  document.getElementById("search").value = state.search;
+  document.querySelectorAll("input[data-facet]").forEach(function (box) {
+    box.checked = isShown(box.dataset.facet, box.value);
+  });
+  on("colour", "change", (e) => { state.colour = e.target.value; renderGrid(); });
+  on("sort", "change", (e) => { state.sort = e.target.value; renderGrid(); });
+  on("desc", "change", (e) => { state.desc = e.target.checked; renderGrid(); });
+  on("search", "input", (e) => { state.search = e.target.value; renderGrid(); });
+  on("reset", "click", function () {
+    state.shown = {};
+    state.search = "";
+    bindControls.refresh();
+    renderGrid();
+  });
+  document.getElementById("controls").addEventListener("change", function (e) {
+    const box = e.target;
+    if (!box.dataset || !box.dataset.facet) return;
+    const facet = box.dataset.facet;
+    const boxes = document.querySelectorAll('input[data-facet="' + facet + '"]');
+    const chosen = new Set();
+    boxes.forEach((b) => b.checked && chosen.add(b.value));
+    state.shown[facet] = chosen.size === boxes.length ? undefined : chosen;
+    renderGrid();
+  });
+  const grid = document.getElementById("grid");
+  grid.addEventListener("click", function (e) {
+    const i = e.target.dataset && e.target.dataset.r;
+    if (i !== undefined) location.hash = "#/run/" + i;
+  });
+  grid.addEventListener("mouseover", showTip);
+  grid.addEventListener("mouseleave", () => (document.getElementById("tip").hidden = true));
+}
+bindControls.refresh = function () {
+  document.getElementById("search").value = "";
+  document.querySelectorAll("input[data-facet]").forEach((b) => (b.checked = true));
+};
+
+function showTip(e) {
+  const tip = document.getElementById("tip");
+  const i = e.target.dataset && e.target.dataset.r;
+  if (i === undefined) {
+    tip.hidden = true;
+    return;
+  }
+  const grid = mastif.grid;
+  const runs = grid.runs;
+  const task = grid.tasks[runs.task[i]];
+  tip.innerHTML =
+    "<b>" + mastif.esc(mastif.stackName(grid.stacks[runs.stack[i]])) + "</b><br>" +
+    mastif.esc(task.id) + " · repeat " + mastif.fmt(runs.repeat[i]) + "<br>status " + mastif.fmt(runs.status[i]) +
+    " · check " + mastif.fmt(runs.success[i]) + " · TCR " + mastif.fmt(runs.TCR[i]) +
+    "<br>CT " + mastif.fmt(runs.CT[i]) + " s · V " + mastif.fmt(runs.V[i]) + " tokens · judge " + mastif.fmt(runs.judge_status[i]);
+  tip.hidden = false;
+  tip.style.left = Math.min(e.clientX + 14, window.innerWidth - 340) + "px";
+  tip.style.top = e.clientY + 14 + "px";
+}
+
+function showGrid() {
+  const app = document.getElementById("app");
+  app.innerHTML =
+    '<div class="gridpage"><aside id="controls" class="controls">' + controlsHtml() +
+    '</aside><section class="gridmain"><div id="counts-bar" class="counts"></div>' +
+    '<div id="legend" class="legend"></div><div id="grid" class="grid"></div></section></div>';
+  bindControls();
+  renderGrid();
+}
+
+// ---- router -------------------------------------------------------------------------------
+mastif.stats = { renders: 0, lastRenderMs: null, readyMs: null };
+
+function route() {
+  const parts = location.hash.replace(/^#\/?/, "").split("/");
+  document.getElementById("tip").hidden = true;
+  if (parts[0] === "run" && parts[1] !== undefined) return mastif.showRun(Number(parts[1]));
+  if (parts[0] === "compare" && parts[2] !== undefined)
+    return mastif.showCompare(Number(parts[1]), Number(parts[2]));
+  showGrid();
+}
+
+mastif.start = function () {
+  mastif
+    .load("grid", "data/grid.js")
+    .then(function (grid) {
+      mastif.grid = grid;
+      document.getElementById("title").textContent = grid.title || "";
+      window.addEventListener("hashchange", route);
+      route();
+      mastif.stats.readyMs = performance.now();
+      document.body.dataset.ready = "1";
+    })
+    .catch(function (err) {
+      document.getElementById("app").innerHTML = '<p class="error">' + mastif.esc(err.message) + "</p>";
+    });
+};
