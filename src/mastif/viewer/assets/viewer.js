@@ -181,29 +181,32 @@ function runPasses(i) {
   );
 }
 
-// runs of stack s on task t, repeats in order: built once
+// runs of stack s on task t, repeats in order (built once), and the most runs in a cell
 let cells = null;
-function cellRuns(s, t) {
+let mostRepeats = 1;
+function buildCells() {
   const grid = mastif.grid;
-  if (!cells) {
-    cells = new Array(grid.stacks.length * grid.tasks.length);
-    const runs = grid.runs;
-    for (let i = 0; i < grid.n_runs; i++) {
-      const k = runs.stack[i] * grid.tasks.length + runs.task[i];
-      (cells[k] = cells[k] || []).push(i);
-    }
-    for (const list of cells) if (list) list.sort((a, b) => (runs.repeat[a] || 0) - (runs.repeat[b] || 0));
+  const runs = grid.runs;
+  cells = new Array(grid.stacks.length * grid.tasks.length);
+  for (let i = 0; i < grid.n_runs; i++) {
+    const k = runs.stack[i] * grid.tasks.length + runs.task[i];
+    (cells[k] = cells[k] || []).push(i);
   }
-  return cells[s * grid.tasks.length + t] || [];
+  for (const list of cells) {
+    if (!list) continue;
+    list.sort((a, b) => (runs.repeat[a] || 0) - (runs.repeat[b] || 0));
+    if (list.length > mostRepeats) mostRepeats = list.length;
+  }
+}
+
+function cellRuns(s, t) {
+  if (!cells) buildCells();
+  return cells[s * mastif.grid.tasks.length + t] || [];
 }
 
 function maxRepeats() {
-  let most = 1;
-  for (let k = 0; k < mastif.grid.stacks.length * mastif.grid.tasks.length; k++) {
-    const list = cells[k];
-    if (list && list.length > most) most = list.length;
-  }
-  return most;
+  if (!cells) buildCells();
+  return mostRepeats;
 }
 
 function mean(list, key) {
