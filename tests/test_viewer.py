@@ -211,7 +211,6 @@ def page(site: Path) -> Iterator[Any]:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.errors = errors
         yield page
         browser.close()
     assert not errors, errors
