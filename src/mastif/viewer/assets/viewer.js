@@ -107,11 +107,17 @@ function cellColour(colour, i) {
   if (value === null || value === undefined) return ["c-unknown", ""];
   const metric = metricOf(colour);
   if (metric.kind === "bool") return [value ? "c-good" : "c-bad", ""];
-  if (metric.kind === "score") {
+  return valueColour(metric, value);
+}
+
+// a number's colour: a score (or a rate of a bool metric) red to green, an amount in blue
+function valueColour(metric, value) {
+  if (value === null) return ["c-unknown", ""];
+  if (metric.kind !== "amount") {
     const hue = Math.round(Math.max(0, Math.min(1, value)) * 125);
     return ["", "background:hsl(" + hue + ",62%,48%)"];
   }
-  const range = rangeOf(colour);
+  const range = rangeOf(metric.key);
   const span = Math.log1p(range[1] - range[0]) || 1;
   const t = Math.log1p(value - range[0]) / span;
   return ["", "background:hsl(212,70%," + Math.round(92 - t * 60) + "%)"];
@@ -351,6 +357,25 @@ function headerHtml(view, width) {
   return html + "</div></div>";
 }
 
+// each stack's mean of the colouring metric over the runs shown (a rate for a bool metric)
+function meanRowHtml(view, width) {
+  if (state.colour === "status") return "";
+  const metric = metricOf(state.colour);
+  let html = '<div class="hrow means"><div class="lab hlab">stack mean</div><div class="cells">';
+  for (const s of view.stacks) {
+    const shown = [];
+    for (const t of view.tasks) {
+      const passing = view.runsOf[s + "," + t];
+      if (passing) shown.push.apply(shown, passing);
+    }
+    const value = mean(shown, state.colour);
+    const colour = valueColour(metric, value);
+    const label = metric.label + ": " + (value === null ? "unknown" : value.toFixed(3)) + " over " + shown.length + " runs";
+    html += '<span class="cell mean ' + colour[0] + '" style="width:' + width + "px;" + colour[1] + '" title="' + mastif.esc(label) + '"></span>';
+  }
+  return html + "</div></div>";
+}
+
 function rowsHtml(view, repeats) {
   const grid = mastif.grid;
   const parts = [];
@@ -387,7 +412,7 @@ function renderGrid() {
   document.getElementById("counts-bar").innerHTML = countsHtml(view);
   document.getElementById("legend").innerHTML = legendHtml(state.colour);
   const body = view.tasks.length
-    ? headerHtml(view, width) + rowsHtml(view, repeats)
+    ? headerHtml(view, width) + meanRowHtml(view, width) + rowsHtml(view, repeats)
     : '<p class="empty">No run matches the filters.</p>';
   document.getElementById("grid").innerHTML = body;
   mastif.stats.renders++;
