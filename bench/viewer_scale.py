@@ -89,7 +89,7 @@ def measure(site: Path, loads: int, screenshots: Path | None) -> None:
             page.evaluate("document.querySelector('#reset').click()")
             started = page.evaluate("performance.now()")
             page.click("#grid i.run >> nth=40")
-            page.wait_for_selector("article.run")
+            page.wait_for_selector("article.run-page")
             run_pages.append(page.evaluate("performance.now()") - started)
             page.close()
         if screenshots is not None:
@@ -112,7 +112,7 @@ def shoot(browser, url: str, out: Path) -> None:  # type: ignore[no-untyped-def]
     page.select_option("#colour", "TCR")
     page.screenshot(path=str(out / "viewer-grid.png"))
     page.click("#grid i.run >> nth=7")
-    page.wait_for_selector("article.run")
+    page.wait_for_selector("article.run-page")
     page.screenshot(path=str(out / "viewer-run.png"), full_page=False)
     page.close()
     print(f"screenshots: {out / 'viewer-grid.png'}, {out / 'viewer-run.png'}")

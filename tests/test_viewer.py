@@ -271,7 +271,7 @@ def test_a_run_page_shows_the_runs_tool_calls_and_unknown_tokens(page: Any, site
         raise AssertionError("the synthetic tree has no run of repeat 1 with tool calls")
     open_grid(page, site)
     page.click(f"#grid i.run[data-r='{n}']")
-    page.wait_for_selector(f"article.run[data-run-id='{detail['run']['run_id']}']")
+    page.wait_for_selector(f"article.run-page[data-run-id='{detail['run']['run_id']}']")
     names = page.locator(".tool .toolname").all_inner_texts()
     assert names == [c["name"] for c in detail["tool_calls"]]
     first_args = json.loads(detail["tool_calls"][0]["arguments"])["query"]
@@ -289,7 +289,9 @@ def test_two_stacks_side_by_side_on_the_same_task(page: Any, site: Path) -> None
     open_grid(page, site)
     page.goto((site / "index.html").as_uri() + f"#/run/{a}")
     page.select_option("#compare-with", str(b))
-    page.wait_for_selector(".compare article.run >> nth=1")
-    ids = page.locator(".compare article.run").evaluate_all("els => els.map(e => e.dataset.runId)")
+    page.wait_for_selector(".compare article.run-page >> nth=1")
+    ids = page.locator(".compare article.run-page").evaluate_all(
+        "els => els.map(e => e.dataset.runId)"
+    )
     _, grid = read_jsonp(site / "data/grid.js")
     assert ids == [grid["runs"]["run_id"][a], grid["runs"]["run_id"][b]]

@@ -216,7 +216,7 @@
     app.innerHTML = '<p class="loading">Loading run ' + n + "…</p>";
     mastif.loadRun(n).then(function (d) {
       app.innerHTML = '<nav class="crumbs"><a href="#/">← grid</a>' + compareSelect(n, null, "compare-with") + "</nav>" +
-        '<article class="run" data-run-id="' + esc(d.run.run_id) + '">' + runHtml(d, n) + "</article>";
+        '<article class="run-page" data-run-id="' + esc(d.run.run_id) + '">' + runHtml(d, n) + "</article>";
       const select = document.getElementById("compare-with");
       if (select) select.addEventListener("change", () => select.value && (location.hash = "#/compare/" + n + "/" + select.value));
       window.scrollTo(0, 0);
@@ -228,8 +228,8 @@
     app.innerHTML = '<p class="loading">Loading runs ' + a + " and " + b + "…</p>";
     Promise.all([mastif.loadRun(a), mastif.loadRun(b)]).then(function (pair) {
       app.innerHTML = '<nav class="crumbs"><a href="#/">← grid</a><a href="#/run/' + a + '">left run alone</a>' + compareSelect(a, b, "compare-right") + "</nav>" +
-        '<div class="compare"><article class="run" data-run-id="' + esc(pair[0].run.run_id) + '">' + runHtml(pair[0], a) +
-        '</article><article class="run" data-run-id="' + esc(pair[1].run.run_id) + '">' + runHtml(pair[1], b) + "</article></div>";
+        '<div class="compare"><article class="run-page" data-run-id="' + esc(pair[0].run.run_id) + '">' + runHtml(pair[0], a) +
+        '</article><article class="run-page" data-run-id="' + esc(pair[1].run.run_id) + '">' + runHtml(pair[1], b) + "</article></div>";
       const select = document.getElementById("compare-right");
       if (select) select.addEventListener("change", () => select.value && (location.hash = "#/compare/" + a + "/" + select.value));
       window.scrollTo(0, 0);
