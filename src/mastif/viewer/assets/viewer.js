@@ -376,47 +376,124 @@ function meanRowHtml(view, width) {
   return html + "</div></div>";
 }
 
-function rowsHtml(view, repeats) {
-  const grid = mastif.grid;
-  const parts = [];
-  const cellWidth = repeats * 12 + 2;
-  for (const t of view.tasks) {
-    const task = grid.tasks[t];
-    parts.push(
-      '<div class="row"><div class="lab" title="' + mastif.esc(task.text) + '"><b>' + mastif.esc(task.id) + "</b> " +
-        mastif.esc(task.text) + '</div><div class="cells">'
-    );
-    for (const s of view.stacks) {
-      parts.push('<span class="cell" style="width:' + cellWidth + 'px">');
+// The runs are squares on one canvas, not 10,000 elements: the browser lays out and paints
+// a canvas in a few milliseconds, while that many elements took it over a second.
+const ROW_H = 14;
+const SQUARE = 11;
+const PALETTE = { "c-good": "#2da44e", "c-warn": "#d4a72c", "c-bad": "#cf222e" };
+let layout = null; // what the canvas shows: the view and the cell width
+
+function labelsHtml(view) {
+  const tasks = mastif.grid.tasks;
+  return view.tasks
+    .map(function (t) {
+      const task = tasks[t];
+      return '<div class="row"><div class="lab" title="' + mastif.esc(task.text) + '"><b>' + mastif.esc(task.id) + "</b> " + mastif.esc(task.text) + "</div></div>";
+    })
+    .join("");
+}
+
+// a grey hatch: unknown is never drawn as a colour of its own
+function unknownPattern(ctx) {
+  const tile = document.createElement("canvas");
+  tile.width = tile.height = 4;
+  const t = tile.getContext("2d");
+  t.fillStyle = "#eef0f3";
+  t.fillRect(0, 0, 4, 4);
+  t.strokeStyle = "#c9ced6";
+  t.beginPath();
+  t.moveTo(0, 4);
+  t.lineTo(4, 0);
+  t.stroke();
+  return ctx.createPattern(tile, "repeat");
+}
+
+function drawCells(canvas, view, width) {
+  const dpr = window.devicePixelRatio || 1;
+  const cssW = view.stacks.length * width;
+  const cssH = view.tasks.length * ROW_H;
+  canvas.width = Math.max(1, Math.round(cssW * dpr));
+  canvas.height = Math.max(1, Math.round(cssH * dpr));
+  canvas.style.width = cssW + "px";
+  canvas.style.height = cssH + "px";
+  const ctx = canvas.getContext("2d");
+  ctx.scale(dpr, dpr);
+  const hatch = unknownPattern(ctx);
+  let drawn = 0;
+  view.tasks.forEach(function (t, row) {
+    const y = row * ROW_H + 1;
+    view.stacks.forEach(function (s, col) {
       const passing = view.runsOf[s + "," + t];
-      for (const i of cellRuns(s, t)) {
+      cellRuns(s, t).forEach(function (i, k) {
+        const x = col * width + 1 + k * (SQUARE + 1);
         if (!passing || passing.indexOf(i) < 0) {
-          parts.push('<i class="off"></i>');
-          continue;
+          ctx.strokeStyle = "#e1e4e8"; // filtered out: an outline where the run would be
+          ctx.strokeRect(x + 0.5, y + 0.5, SQUARE - 1, ROW_H - 3);
+          return;
         }
         const colour = cellColour(state.colour, i);
-        parts.push('<i class="run ' + colour[0] + '" style="' + colour[1] + '" data-r="' + i + '"></i>');
-      }
-      parts.push("</span>");
-    }
-    parts.push("</div></div>");
-  }
-  return parts.join("");
+        ctx.fillStyle = colour[1] ? colour[1].slice("background:".length) : colour[0] === "c-unknown" ? hatch : PALETTE[colour[0]];
+        ctx.fillRect(x, y, SQUARE, ROW_H - 2);
+        drawn++;
+      });
+    });
+  });
+  canvas.dataset.drawn = String(drawn);
 }
+
+// the run under a point of the canvas (CSS pixels from its corner), or null
+function runAt(x, y) {
+  if (!layout) return null;
+  const row = Math.floor(y / ROW_H);
+  const col = Math.floor(x / layout.width);
+  const k = Math.floor((x - col * layout.width - 1) / (SQUARE + 1));
+  const t = layout.view.tasks[row];
+  const s = layout.view.stacks[col];
+  if (t === undefined || s === undefined || k < 0) return null;
+  const passing = layout.view.runsOf[s + "," + t];
+  const i = cellRuns(s, t)[k];
+  return i !== undefined && passing && passing.indexOf(i) >= 0 ? i : null;
+}
+
+// where run n's square is in the viewport (tests and the bench click there), or null
+mastif.runSquare = function (n) {
+  const canvas = document.getElementById("cells");
+  if (!layout || !canvas) return null;
+  const runs = mastif.grid.runs;
+  const row = layout.view.tasks.indexOf(runs.task[n]);
+  const col = layout.view.stacks.indexOf(runs.stack[n]);
+  const k = cellRuns(runs.stack[n], runs.task[n]).indexOf(n);
+  const x = col * layout.width + 1 + k * (SQUARE + 1) + 5;
+  const y = row * ROW_H + 6;
+  if (row < 0 || col < 0 || runAt(x, y) !== n) return null;
+  window.scrollTo(0, Math.max(0, canvas.getBoundingClientRect().top + window.scrollY + y - 200));
+  const box = canvas.getBoundingClientRect();
+  return { x: box.left + x, y: box.top + y };
+};
 
 function renderGrid() {
   const started = performance.now();
   const view = visible();
-  const repeats = maxRepeats();
-  const width = repeats * 12 + 2;
+  const width = maxRepeats() * (SQUARE + 1) + 2;
   document.getElementById("counts-bar").innerHTML = countsHtml(view);
   document.getElementById("legend").innerHTML = legendHtml(state.colour);
-  const body = view.tasks.length
-    ? headerHtml(view, width) + meanRowHtml(view, width) + rowsHtml(view, repeats)
-    : '<p class="empty">No run matches the filters.</p>';
-  document.getElementById("grid").innerHTML = body;
+  const grid = document.getElementById("grid");
+  layout = null;
+  if (!view.tasks.length) {
+    grid.innerHTML = '<p class="empty">No run matches the filters.</p>';
+  } else {
+    grid.innerHTML = headerHtml(view, width) + meanRowHtml(view, width) +
+      '<div class="body"><div class="labels">' + labelsHtml(view) + '</div><canvas id="cells"></canvas></div>';
+    drawCells(document.getElementById("cells"), view, width);
+    layout = { view: view, width: width };
+  }
   mastif.stats.renders++;
   mastif.stats.lastRenderMs = performance.now() - started;
+}
+
+function canvasPoint(e) {
+  const box = e.target.getBoundingClientRect();
+  return [e.clientX - box.left, e.clientY - box.top];
 }
 
 function bindControls() {
@@ -452,10 +529,11 @@ function bindControls() {
   });
   const grid = document.getElementById("grid");
   grid.addEventListener("click", function (e) {
-    const i = e.target.dataset && e.target.dataset.r;
-    if (i !== undefined) location.hash = "#/run/" + i;
+    if (e.target.id !== "cells") return;
+    const i = runAt.apply(null, canvasPoint(e));
+    if (i !== null) location.hash = "#/run/" + i;
   });
-  grid.addEventListener("mouseover", showTip);
+  grid.addEventListener("mousemove", showTip);
   grid.addEventListener("mouseleave", () => (document.getElementById("tip").hidden = true));
 }
 bindControls.refresh = function () {
@@ -465,8 +543,9 @@ bindControls.refresh = function () {
 
 function showTip(e) {
   const tip = document.getElementById("tip");
-  const i = e.target.dataset && e.target.dataset.r;
-  if (i === undefined) {
+  const i = e.target.id === "cells" ? runAt.apply(null, canvasPoint(e)) : null;
+  e.target.style.cursor = i === null ? "" : "pointer";
+  if (i === null) {
     tip.hidden = true;
     return;
   }
