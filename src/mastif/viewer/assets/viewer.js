@@ -77,10 +77,10 @@ mastif.stackName = function (stack) {
 // ---- colours ------------------------------------------------------------------------------
 const STATUS_CLASS = { ok: "c-good", timeout: "c-warn", error: "c-bad" };
 
+const metricsByKey = {};
 function metricOf(key) {
-  return mastif.grid.metrics.find(function (m) {
-    return m.key === key;
-  });
+  if (!metricsByKey[key]) metricsByKey[key] = mastif.grid.metrics.find((m) => m.key === key);
+  return metricsByKey[key];
 }
 
 // [min, max] of a metric over every run: the scale of an "amount" metric
@@ -215,46 +215,54 @@ function maxRepeats() {
   return mostRepeats;
 }
 
-function mean(list, key) {
-  let sum = 0;
-  let n = 0;
-  const values = mastif.grid.runs[key];
-  for (const i of list) {
+// sum and count of a metric per stack and per task over the runs shown (unknown left out)
+function meansBy(view, key) {
+  const grid = mastif.grid;
+  const values = grid.runs[key];
+  const sums = { stack: new Float64Array(grid.stacks.length), task: new Float64Array(grid.tasks.length) };
+  const counts = { stack: new Uint32Array(grid.stacks.length), task: new Uint32Array(grid.tasks.length) };
+  const runsIn = new Uint32Array(grid.stacks.length);
+  for (const i of view.shown) {
+    const s = grid.runs.stack[i];
+    runsIn[s]++;
     const v = values[i];
     if (v === null || v === undefined) continue;
-    sum += typeof v === "boolean" ? (v ? 1 : 0) : v;
-    n++;
+    const x = typeof v === "boolean" ? (v ? 1 : 0) : v;
+    const t = grid.runs.task[i];
+    sums.stack[s] += x;
+    counts.stack[s]++;
+    sums.task[t] += x;
+    counts.task[t]++;
   }
-  return n ? sum / n : null;
+  const mean = (axis, k) => (counts[axis][k] ? sums[axis][k] / counts[axis][k] : null);
+  return { stack: (s) => mean("stack", s), task: (t) => mean("task", t), runsIn: runsIn };
 }
 
-// What the filters leave: stacks (columns), tasks (rows) and, per cell, the passing runs
+// What the filters leave: stacks (columns), tasks (rows), and which runs are shown
+// (passes[i] = 1), in one pass over the runs
 function visible() {
   const grid = mastif.grid;
-  const stacks = [];
-  grid.stacks.forEach(function (s, i) {
-    if (FACETS.every((f) => isShown(f, s[f]))) stacks.push(i);
-  });
+  const runs = grid.runs;
+  const stackOk = grid.stacks.map((s) => FACETS.every((f) => isShown(f, s[f])));
   const needle = state.search.trim().toLowerCase();
+  const taskOk = grid.tasks.map((task) => !needle || (task.id + " " + task.text).toLowerCase().indexOf(needle) >= 0);
+  const passes = new Uint8Array(grid.n_runs);
+  const taskHas = new Uint8Array(grid.tasks.length);
+  const shown = [];
+  for (let i = 0; i < grid.n_runs; i++) {
+    if (stackOk[runs.stack[i]] && taskOk[runs.task[i]] && runPasses(i)) {
+      passes[i] = 1;
+      taskHas[runs.task[i]] = 1;
+      shown.push(i);
+    }
+  }
+  const stacks = [];
+  stackOk.forEach((ok, s) => ok && stacks.push(s));
   const tasks = [];
-  const runsOf = {}; // "s,t" -> passing runs
-  const byStack = stacks.map(() => []);
-  const byTask = {};
-  grid.tasks.forEach(function (task, t) {
-    if (needle && (task.id + " " + task.text).toLowerCase().indexOf(needle) < 0) return;
-    let any = false;
-    stacks.forEach(function (s, col) {
-      const passing = cellRuns(s, t).filter(runPasses);
-      if (passing.length) {
-        any = true;
-        runsOf[s + "," + t] = passing;
-        byStack[col].push.apply(byStack[col], passing);
-        (byTask[t] = byTask[t] || []).push.apply(byTask[t], passing);
-      }
-    });
-    if (any) tasks.push(t);
-  });
+  taskHas.forEach((has, t) => has && tasks.push(t));
+  const view = { stacks: stacks, tasks: tasks, passes: passes, shown: shown };
   if (state.sort) {
+    const means = meansBy(view, state.sort);
     const sign = state.desc ? -1 : 1;
     const order = function (a, b) {
       if (a[1] === b[1]) return a[0] - b[0];
@@ -262,14 +270,10 @@ function visible() {
       if (b[1] === null) return -1;
       return sign * (a[1] - b[1]);
     };
-    const stackMeans = stacks.map((s, col) => [s, mean(byStack[col], state.sort)]);
-    stacks.length = 0;
-    stackMeans.sort(order).forEach((p) => stacks.push(p[0]));
-    const taskMeans = tasks.map((t) => [t, mean(byTask[t], state.sort)]);
-    tasks.length = 0;
-    taskMeans.sort(order).forEach((p) => tasks.push(p[0]));
+    view.stacks = stacks.map((s) => [s, means.stack(s)]).sort(order).map((p) => p[0]);
+    view.tasks = tasks.map((t) => [t, means.task(t)]).sort(order).map((p) => p[0]);
   }
-  return { stacks: stacks, tasks: tasks, runsOf: runsOf };
+  return view;
 }
 
 // ---- grid page ----------------------------------------------------------------------------
@@ -304,19 +308,17 @@ function countsHtml(view) {
   const runs = mastif.grid.runs;
   const tally = { ok: 0, timeout: 0, error: 0, unknownStatus: 0, yes: 0, no: 0, unchecked: 0, judged: 0, judgeFailed: 0, unjudged: 0 };
   let n = 0;
-  for (const key in view.runsOf) {
-    for (const i of view.runsOf[key]) {
-      n++;
-      const status = runs.status[i];
-      if (status === "ok" || status === "timeout" || status === "error") tally[status]++;
-      else tally.unknownStatus++;
-      if (runs.success[i] === true) tally.yes++;
-      else if (runs.success[i] === false) tally.no++;
-      else tally.unchecked++;
-      if (runs.judge_status[i] === "ok") tally.judged++;
-      else if (runs.judge_status[i] === "judge_failed") tally.judgeFailed++;
-      else tally.unjudged++;
-    }
+  for (const i of view.shown) {
+    n++;
+    const status = runs.status[i];
+    if (status === "ok" || status === "timeout" || status === "error") tally[status]++;
+    else tally.unknownStatus++;
+    if (runs.success[i] === true) tally.yes++;
+    else if (runs.success[i] === false) tally.no++;
+    else tally.unchecked++;
+    if (runs.judge_status[i] === "ok") tally.judged++;
+    else if (runs.judge_status[i] === "judge_failed") tally.judgeFailed++;
+    else tally.unjudged++;
   }
   const chip = function (cls, label, count) {
     return '<span class="chip ' + cls + '">' + label + " <b>" + count.toLocaleString("en") + "</b></span>";
@@ -361,16 +363,12 @@ function headerHtml(view, width) {
 function meanRowHtml(view, width) {
   if (state.colour === "status") return "";
   const metric = metricOf(state.colour);
+  const means = meansBy(view, state.colour);
   let html = '<div class="hrow means"><div class="lab hlab">stack mean</div><div class="cells">';
   for (const s of view.stacks) {
-    const shown = [];
-    for (const t of view.tasks) {
-      const passing = view.runsOf[s + "," + t];
-      if (passing) shown.push.apply(shown, passing);
-    }
-    const value = mean(shown, state.colour);
+    const value = means.stack(s);
     const colour = valueColour(metric, value);
-    const label = metric.label + ": " + (value === null ? "unknown" : value.toFixed(3)) + " over " + shown.length + " runs";
+    const label = metric.label + ": " + (value === null ? "unknown" : value.toFixed(3)) + " over " + means.runsIn[s] + " runs";
     html += '<span class="cell mean ' + colour[0] + '" style="width:' + width + "px;" + colour[1] + '" title="' + mastif.esc(label) + '"></span>';
   }
   return html + "</div></div>";
@@ -408,6 +406,7 @@ function unknownPattern(ctx) {
   return ctx.createPattern(tile, "repeat");
 }
 
+// one path per colour: a few fills instead of a fillStyle change per run
 function drawCells(canvas, view, width) {
   const dpr = window.devicePixelRatio || 1;
   const cssW = view.stacks.length * width;
@@ -418,26 +417,40 @@ function drawCells(canvas, view, width) {
   canvas.style.height = cssH + "px";
   const ctx = canvas.getContext("2d");
   ctx.scale(dpr, dpr);
-  const hatch = unknownPattern(ctx);
+  const buckets = new Map(); // fill -> [x, y, x, y, ...]
+  const outlines = []; // runs the filters hide: an outline where the square would be
   let drawn = 0;
-  view.tasks.forEach(function (t, row) {
+  for (let row = 0; row < view.tasks.length; row++) {
+    const t = view.tasks[row];
     const y = row * ROW_H + 1;
-    view.stacks.forEach(function (s, col) {
-      const passing = view.runsOf[s + "," + t];
-      cellRuns(s, t).forEach(function (i, k) {
+    for (let col = 0; col < view.stacks.length; col++) {
+      const list = cellRuns(view.stacks[col], t);
+      for (let k = 0; k < list.length; k++) {
+        const i = list[k];
         const x = col * width + 1 + k * (SQUARE + 1);
-        if (!passing || passing.indexOf(i) < 0) {
-          ctx.strokeStyle = "#e1e4e8"; // filtered out: an outline where the run would be
-          ctx.strokeRect(x + 0.5, y + 0.5, SQUARE - 1, ROW_H - 3);
-          return;
+        if (!view.passes[i]) {
+          outlines.push(x, y);
+          continue;
         }
         const colour = cellColour(state.colour, i);
-        ctx.fillStyle = colour[1] ? colour[1].slice("background:".length) : colour[0] === "c-unknown" ? hatch : PALETTE[colour[0]];
-        ctx.fillRect(x, y, SQUARE, ROW_H - 2);
+        const fill = colour[1] ? colour[1].slice("background:".length) : colour[0];
+        let bucket = buckets.get(fill);
+        if (!bucket) buckets.set(fill, (bucket = []));
+        bucket.push(x, y);
         drawn++;
-      });
-    });
+      }
+    }
+  }
+  buckets.forEach(function (xy, fill) {
+    ctx.fillStyle = fill === "c-unknown" ? unknownPattern(ctx) : PALETTE[fill] || fill;
+    ctx.beginPath();
+    for (let j = 0; j < xy.length; j += 2) ctx.rect(xy[j], xy[j + 1], SQUARE, ROW_H - 2);
+    ctx.fill();
   });
+  ctx.strokeStyle = "#e1e4e8";
+  ctx.beginPath();
+  for (let j = 0; j < outlines.length; j += 2) ctx.rect(outlines[j] + 0.5, outlines[j + 1] + 0.5, SQUARE - 1, ROW_H - 3);
+  ctx.stroke();
   canvas.dataset.drawn = String(drawn);
 }
 
@@ -450,9 +463,8 @@ function runAt(x, y) {
   const t = layout.view.tasks[row];
   const s = layout.view.stacks[col];
   if (t === undefined || s === undefined || k < 0) return null;
-  const passing = layout.view.runsOf[s + "," + t];
   const i = cellRuns(s, t)[k];
-  return i !== undefined && passing && passing.indexOf(i) >= 0 ? i : null;
+  return i !== undefined && layout.view.passes[i] ? i : null;
 }
 
 // where run n's square is in the viewport (tests and the bench click there), or null
@@ -471,6 +483,8 @@ mastif.runSquare = function (n) {
   return { x: box.left + x, y: box.top + y };
 };
 
+let drawnKey = null; // the rows and columns on screen: unchanged, only colours are redrawn
+
 function renderGrid() {
   const started = performance.now();
   const view = visible();
@@ -478,12 +492,19 @@ function renderGrid() {
   document.getElementById("counts-bar").innerHTML = countsHtml(view);
   document.getElementById("legend").innerHTML = legendHtml(state.colour);
   const grid = document.getElementById("grid");
+  const key = view.stacks.join(",") + "|" + view.tasks.join(",");
   layout = null;
   if (!view.tasks.length) {
     grid.innerHTML = '<p class="empty">No run matches the filters.</p>';
+    drawnKey = null;
+  } else if (key === drawnKey && document.getElementById("cells")) {
+    document.getElementById("means-row").innerHTML = meanRowHtml(view, width);
   } else {
-    grid.innerHTML = headerHtml(view, width) + meanRowHtml(view, width) +
+    grid.innerHTML = headerHtml(view, width) + '<div id="means-row">' + meanRowHtml(view, width) + "</div>" +
       '<div class="body"><div class="labels">' + labelsHtml(view) + '</div><canvas id="cells"></canvas></div>';
+    drawnKey = key;
+  }
+  if (view.tasks.length) {
     drawCells(document.getElementById("cells"), view, width);
     layout = { view: view, width: width };
   }
@@ -568,6 +589,7 @@ function showGrid() {
     '<div class="gridpage"><aside id="controls" class="controls">' + controlsHtml() +
     '</aside><section class="gridmain"><div id="counts-bar" class="counts"></div>' +
     '<div id="legend" class="legend"></div><div id="grid" class="grid"></div></section></div>';
+  drawnKey = null;
   bindControls();
   renderGrid();
 }
