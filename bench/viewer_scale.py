@@ -16,7 +16,7 @@ Targets (issue 21): open < 2 s, a filter < 200 ms. With ``--screenshots DIR`` it
 DIR/viewer-grid.png and DIR/viewer-run.png (the docs' pictures).
 
     PYTHONPATH=src:. .venv/bin/python bench/viewer_scale.py [--tasks 300] [--loads 3]
-        [--screenshots docs] [--keep DIR]
+        [--screenshots docs] [--keep DIR | --site DIR/results/viewer]
 """
 
 from __future__ import annotations
@@ -127,7 +127,12 @@ def main() -> None:
     parser.add_argument("--loads", type=int, default=3)
     parser.add_argument("--screenshots", type=Path, default=None)
     parser.add_argument("--keep", type=Path, default=None, help="write the tree here, keep it")
+    parser.add_argument("--site", type=Path, default=None,
+                        help="measure this built site only (e.g. DIR/results/viewer of --keep DIR)")  # fmt: skip
     args = parser.parse_args()
+    if args.site is not None:
+        measure(args.site, args.loads, args.screenshots)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp)
         t0 = time.perf_counter()

@@ -101,22 +101,22 @@ def grid_index(
     """The grid's data: stacks, tasks and one entry per run in every column list.
 
     Runs keep the order of ``metrics_runs`` (stack by stack as the workflow concatenated
-    them); a run's position is its number, which names its detail file. Stacks are in order
+    them); a run's position is its number, which names its detail file. Run ids are left out
+    (the run's page has its id): they would be the largest part of the index. Stacks are in order
     of first appearance; tasks in the task table's order, then any others in order of
     appearance.
     """
     stacks = metrics_runs.select(STACK_KEYS).unique(maintain_order=True).to_dicts()
     stack_pos = {tuple(s[k] for k in STACK_KEYS): i for i, s in enumerate(stacks)}
     table_ids = tasks["task_id"].to_list() if "task_id" in tasks.columns else []
-    run_ids = metrics_runs["task_id"].unique(maintain_order=True).to_list()
-    present = set(run_ids)
+    seen_ids = metrics_runs["task_id"].unique(maintain_order=True).to_list()
+    present = set(seen_ids)
     task_ids = [t for t in table_ids if t in present]
     in_table = set(task_ids)
-    task_ids += [t for t in run_ids if t not in in_table]
+    task_ids += [t for t in seen_ids if t not in in_table]
     task_pos = {t: i for i, t in enumerate(task_ids)}
 
     columns: dict[str, list[Any]] = {
-        "run_id": metrics_runs["run_id"].to_list(),
         "stack": [stack_pos[key] for key in metrics_runs.select(STACK_KEYS).iter_rows()],
         "task": [task_pos[t] for t in metrics_runs["task_id"].to_list()],
         "repeat": _column(metrics_runs, "repeat"),

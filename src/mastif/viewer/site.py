@@ -105,7 +105,8 @@ def build_site(
     grid["runs_per_dir"] = RUNS_PER_DIR
     (out / GRID_FILE).write_text(jsonp("grid", grid), encoding="utf-8")
 
-    number = {run_id: n for n, run_id in enumerate(grid["runs"]["run_id"])}
+    # the grid's run n is metrics row n
+    number = {run_id: n for n, run_id in enumerate(metrics["run_id"].to_list())}
     judged_rows = rows_by_run_id(judged)
     values_rows = rows_by_run_id(values)
     task_rows = {r["task_id"]: r for r in task_table.to_dicts()}

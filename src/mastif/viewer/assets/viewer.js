@@ -406,6 +406,20 @@ function unknownPattern(ctx) {
   return ctx.createPattern(tile, "repeat");
 }
 
+// every run's fill under a colouring (computed once per colouring: filters only re-draw)
+const fillCache = {};
+function fillsOf(colour) {
+  if (!fillCache[colour]) {
+    const fills = new Array(mastif.grid.n_runs);
+    for (let i = 0; i < fills.length; i++) {
+      const c = cellColour(colour, i);
+      fills[i] = c[1] ? c[1].slice("background:".length) : c[0];
+    }
+    fillCache[colour] = fills;
+  }
+  return fillCache[colour];
+}
+
 // one path per colour: a few fills instead of a fillStyle change per run
 function drawCells(canvas, view, width) {
   const dpr = window.devicePixelRatio || 1;
@@ -415,8 +429,12 @@ function drawCells(canvas, view, width) {
   canvas.height = Math.max(1, Math.round(cssH * dpr));
   canvas.style.width = cssW + "px";
   canvas.style.height = cssH + "px";
-  const ctx = canvas.getContext("2d");
+  // opaque: the compositor need not blend a canvas taller than the screen
+  const ctx = canvas.getContext("2d", { alpha: false });
   ctx.scale(dpr, dpr);
+  ctx.fillStyle = "#ffffff";
+  ctx.fillRect(0, 0, cssW, cssH);
+  const fills = fillsOf(state.colour);
   const buckets = new Map(); // fill -> [x, y, x, y, ...]
   const outlines = []; // runs the filters hide: an outline where the square would be
   let drawn = 0;
@@ -432,8 +450,7 @@ function drawCells(canvas, view, width) {
           outlines.push(x, y);
           continue;
         }
-        const colour = cellColour(state.colour, i);
-        const fill = colour[1] ? colour[1].slice("background:".length) : colour[0];
+        const fill = fills[i];
         let bucket = buckets.get(fill);
         if (!bucket) buckets.set(fill, (bucket = []));
         bucket.push(x, y);
