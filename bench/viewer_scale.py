@@ -112,9 +112,14 @@ def shoot(browser, url: str, out: Path) -> None:  # type: ignore[no-untyped-def]
     page.wait_for_selector("body[data-ready='1']", timeout=60_000)
     page.select_option("#colour", "TCR")
     page.screenshot(path=str(out / "viewer-grid.png"))
-    point = page.evaluate("mastif.runSquare(7)")
+    # a completed run with a few tool calls shows the most
+    n = page.evaluate(
+        "mastif.grid.runs.n_tool_calls.findIndex((v, i) => v >= 3 && mastif.grid.runs.status[i] === 'ok')"
+    )
+    point = page.evaluate(f"mastif.runSquare({n})")
     page.mouse.click(point["x"], point["y"])
     page.wait_for_selector("article.run-page")
+    page.set_viewport_size({"width": 1500, "height": 2200})
     page.screenshot(path=str(out / "viewer-run.png"), full_page=False)
     page.close()
     print(f"screenshots: {out / 'viewer-grid.png'}, {out / 'viewer-run.png'}")

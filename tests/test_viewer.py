@@ -277,17 +277,22 @@ def test_a_filter_narrows_the_grid(page: Any, site: Path) -> None:
 
 @pytest.mark.browser
 def test_a_run_page_shows_the_runs_tool_calls_and_unknown_tokens(page: Any, site: Path) -> None:
-    # a run of repeat 1 (whose second LLM call lacks its prompt tokens) with tool calls
+    # a run of repeat 1 (whose second LLM call lacks its prompt tokens) with tool calls and a
+    # check
     _, grid = read_jsonp(site / "data/grid.js")
     for n in range(grid["n_runs"]):
         _, detail = read_jsonp(site / run_file(n))
-        if grid["runs"]["repeat"][n] == 1 and detail["tool_calls"]:
+        checked = detail["check"]["success"] is not None
+        if grid["runs"]["repeat"][n] == 1 and detail["tool_calls"] and checked:
             break
     else:
-        raise AssertionError("the synthetic tree has no run of repeat 1 with tool calls")
+        raise AssertionError("no run of repeat 1 with tool calls and a check")
     open_grid(page, site)
     click_run(page, n)
     page.wait_for_selector(f"article.run-page[data-run-id='{detail['run']['run_id']}']")
+    # the headline's check is the run's check
+    check = {True: "yes", False: "no"}[detail["check"]["success"]]
+    assert page.locator(".headline .chip", has_text="check").locator("b").inner_text() == check
     names = page.locator(".tool .toolname").all_inner_texts()
     assert names == [c["name"] for c in detail["tool_calls"]]
     first_args = json.loads(detail["tool_calls"][0]["arguments"])["query"]

@@ -176,7 +176,7 @@
     const grid = mastif.grid;
     return '<div class="headline"><h1>' + esc(mastif.stackName(grid.stacks[grid.runs.stack[n]])) + "</h1>" +
       '<div class="sub">' + esc(r.task_id) + " · repeat " + fmt(r.repeat) + "</div><div>" + statusBadge(r.status) +
-      badge("check", r.success, r.success === true) +
+      badge("check", d.check.success, d.check.success === true) +
       badge("TCR", d.judge && d.judge.TCR, d.judge && d.judge.TCR >= 0.7) +
       '<span class="chip">CT <b>' + fmt(r.wall_seconds) + " s</b></span>" +
       '<span class="chip">tokens <b>' + fmt(r.completion_tokens) + "</b></span>" +
