@@ -315,3 +315,23 @@ def test_two_stacks_side_by_side_on_the_same_task(page: Any, site: Path) -> None
         "els => els.map(e => e.dataset.runId)"
     )
     assert ids == [read_jsonp(site / run_file(n))[1]["run"]["run_id"] for n in (a, b)]
+
+
+@pytest.mark.browser
+def test_sorting_by_a_metric_puts_the_best_task_first(page: Any, site: Path) -> None:
+    _, grid = read_jsonp(site / "data/grid.js")
+    runs = grid["runs"]
+    scores: dict[int, list[float]] = {}
+    for t, tcr in zip(runs["task"], runs["TCR"], strict=True):
+        if tcr is not None:  # unknown is left out of the mean, not counted as 0
+            scores.setdefault(t, []).append(tcr)
+    means = {t: sum(v) / len(v) for t, v in scores.items()}
+    order = sorted(means, key=lambda t: (-means[t], t))
+    open_grid(page, site)
+    page.select_option("#sort", "TCR")
+    labels = page.locator("#grid .labels .row b").all_inner_texts()
+    assert labels[0] == grid["tasks"][order[0]]["id"]
+    page.uncheck("#desc")  # lowest first
+    labels = page.locator("#grid .labels .row b").all_inner_texts()
+    lowest = min(means, key=lambda t: (means[t], t))  # ties: task order, as descending
+    assert labels[0] == grid["tasks"][lowest]["id"]
