@@ -335,3 +335,20 @@ def test_sorting_by_a_metric_puts_the_best_task_first(page: Any, site: Path) -> 
     labels = page.locator("#grid .labels .row b").all_inner_texts()
     lowest = min(means, key=lambda t: (means[t], t))  # ties: task order, as descending
     assert labels[0] == grid["tasks"][lowest]["id"]
+
+
+@pytest.mark.browser
+def test_the_served_viewer_loads_its_data_too(page: Any, site: Path) -> None:
+    server = viewer_server(site, port=0)
+    host, port = server.server_address[:2]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        page.goto(f"http://{host}:{port}/index.html#/")
+        page.wait_for_selector("body[data-ready='1']", timeout=10_000)
+        assert drawn(page) == 96
+        click_run(page, 3)
+        page.wait_for_selector("article.run-page")
+    finally:
+        server.shutdown()
+        server.server_close()

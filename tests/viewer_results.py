@@ -113,6 +113,7 @@ def _run_row(
     if answer is not None:
         outputs[-1] = {"node": "report", "step": 3, "output_key": "final_answer", "text": answer}
     has_check = task["check"] is not None and status == "ok"
+    success = (rng.random() < 0.5) if has_check else None
     run = {
         "run_id": run_id, "experiment": "synthetic", "model": model, "protocol": protocol,
         "framework": framework, "task_id": task["task_id"], "task_text": task["confirmed_task"],
@@ -127,8 +128,9 @@ def _run_row(
         "protocol_calls": 0 if protocol == "standard" else n_tools,
         "protocol_requests": 0, "protocol_bytes_sent": 0, "protocol_bytes_received": 0,
         "protocol_seconds": None if protocol == "a2a" else 0.0,
-        "success": (rng.random() < 0.5) if has_check else None,
-        "check_detail": "cart holds the item" if has_check else None,
+        "success": success,
+        "check_detail": None if success is None else
+        f"cart {'holds' if success else 'lacks'} item-{task['task_id']}",
         "web": "sandbox", "web_state": json.dumps({"cart": [task["task_id"]], "orders": []}),
         "origin": "run", "tokens_estimated": False,
     }  # fmt: skip
