@@ -266,6 +266,8 @@ def test_a_filter_narrows_the_grid(page: Any, site: Path) -> None:
     )
     assert 0 < expected < 48
     assert drawn(page) == expected
+    page.fill("#search", "no such task")
+    assert drawn(page) == 0 and page.locator("#grid .empty").is_visible()
     page.click("#reset")
     assert drawn(page) == 96
     page.fill("#search", "task-0003")

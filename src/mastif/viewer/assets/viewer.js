@@ -500,28 +500,31 @@ mastif.runSquare = function (n) {
   return { x: box.left + x, y: box.top + y };
 };
 
-let drawnKey = null; // the rows and columns on screen: unchanged, only colours are redrawn
+let labelsKey = null; // the task rows on screen: unchanged rows are not rebuilt
 
+// The grid's parts stay in place between renders: the header (small) is rebuilt, the task
+// labels only when the rows change, and the canvas is redrawn, never replaced.
 function renderGrid() {
   const started = performance.now();
   const view = visible();
   const width = maxRepeats() * (SQUARE + 1) + 2;
   document.getElementById("counts-bar").innerHTML = countsHtml(view);
   document.getElementById("legend").innerHTML = legendHtml(state.colour);
-  const grid = document.getElementById("grid");
-  const key = view.stacks.join(",") + "|" + view.tasks.join(",");
+  const head = document.getElementById("grid-head");
+  const body = document.getElementById("grid-body");
   layout = null;
   if (!view.tasks.length) {
-    grid.innerHTML = '<p class="empty">No run matches the filters.</p>';
-    drawnKey = null;
-  } else if (key === drawnKey && document.getElementById("cells")) {
-    document.getElementById("means-row").innerHTML = meanRowHtml(view, width);
+    head.innerHTML = '<p class="empty">No run matches the filters.</p>';
+    body.hidden = true;
+    document.getElementById("cells").dataset.drawn = "0";
   } else {
-    grid.innerHTML = headerHtml(view, width) + '<div id="means-row">' + meanRowHtml(view, width) + "</div>" +
-      '<div class="body"><div class="labels">' + labelsHtml(view) + '</div><canvas id="cells"></canvas></div>';
-    drawnKey = key;
-  }
-  if (view.tasks.length) {
+    head.innerHTML = headerHtml(view, width) + meanRowHtml(view, width);
+    body.hidden = false;
+    const key = view.tasks.join(",");
+    if (key !== labelsKey) {
+      document.getElementById("labels").innerHTML = labelsHtml(view);
+      labelsKey = key;
+    }
     drawCells(document.getElementById("cells"), view, width);
     layout = { view: view, width: width };
   }
@@ -605,8 +608,10 @@ function showGrid() {
   app.innerHTML =
     '<div class="gridpage"><aside id="controls" class="controls">' + controlsHtml() +
     '</aside><section class="gridmain"><div id="counts-bar" class="counts"></div>' +
-    '<div id="legend" class="legend"></div><div id="grid" class="grid"></div></section></div>';
-  drawnKey = null;
+    '<div id="legend" class="legend"></div><div id="grid" class="grid"><div id="grid-head"></div>' +
+    '<div id="grid-body" class="body"><div id="labels" class="labels"></div><canvas id="cells"></canvas></div>' +
+    "</div></section></div>";
+  labelsKey = null;
   bindControls();
   renderGrid();
 }
