@@ -110,4 +110,4 @@ def test_the_trace_viewers_page_is_in_the_wheel(installed: Path, tmp_path: Path)
         [str(installed / "bin" / "python"), "-c", code],
         cwd=tmp_path, check=True, capture_output=True, text=True,
     ).stdout.split()  # fmt: skip
-    assert out == ["True", "4"], out
+    assert out == ["True", "5"], out

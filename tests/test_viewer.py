@@ -157,7 +157,7 @@ def run_number(site: Path, **where: Any) -> tuple[int, dict]:
 
 
 def test_site_has_the_page_a_grid_and_one_small_file_per_run(site: Path, tree) -> None:
-    for name in ("index.html", "viewer.js", "run.js", "viewer.css"):
+    for name in ("index.html", "viewer.js", "grid-page.js", "run.js", "viewer.css"):
         assert (site / name).is_file()
     key, grid = read_jsonp(site / "data/grid.js")
     assert key == "grid" and grid["n_runs"] == 96 and len(grid["stacks"]) == 8

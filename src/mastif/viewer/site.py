@@ -2,7 +2,8 @@
 
 Layout of ``out_dir``::
 
-    index.html, viewer.js, run.js, viewer.css  the page (copied from this package's assets)
+    index.html, viewer.js, grid-page.js,  the page (this package's assets)
+    run.js, viewer.css
     data/grid.js                          the grid index (export.grid_index)
     data/runs/{n // RUNS_PER_DIR}/{n}.js  run n's detail (export.run_detail)
 
@@ -29,7 +30,7 @@ from mastif.viewer.export import grid_index, run_detail
 
 log = logging.getLogger(__name__)
 
-ASSETS = ("index.html", "viewer.js", "run.js", "viewer.css")
+ASSETS = ("index.html", "viewer.js", "grid-page.js", "run.js", "viewer.css")
 #: run files per directory (a directory of 10,800 files is slow to list on some systems)
 RUNS_PER_DIR = 500
 GRID_FILE = "data/grid.js"
