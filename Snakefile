@@ -1,8 +1,8 @@
 # mastif: compare agent technology stacks (model x protocol x framework) on web tasks.
 # The DAG: sample_tasks -> execute_stack (one job per stack) -> judge_runs + tag_values
 # -> aggregate_metrics -> test_factors, mixed_models, judge_agreement -> plots, tables,
-# report. With import.mastif_log set, import_mastif_log (a log of the original MASTIF)
-# replaces sample_tasks and execute_stack.
+# the trace viewer (results/viewer/), report. With import.mastif_log set,
+# import_mastif_log (a log of the original MASTIF) replaces sample_tasks and execute_stack.
 # The environment is the .venv `make setup` builds (pinned by requirements.lock); a smoke
 # test of the whole DAG on a scripted model: see .test/config.yaml.
 from snakemake.utils import min_version
@@ -38,6 +38,7 @@ include: "workflow/rules/effects.smk"
 include: "workflow/rules/models.smk"
 include: "workflow/rules/plots.smk"
 include: "workflow/rules/tables.smk"
+include: "workflow/rules/viewer.smk"
 
 
 rule all:

@@ -58,12 +58,15 @@ def test_dotest_runs_the_whole_dag_and_the_report(pipeline_copy: Path) -> None:
     for rule in (
         "sample_tasks", "execute_stack", "gather_runs", "judge_runs", "tag_values",
         "aggregate_metrics", "test_factors", "blocked_tests", "plot_violins", "plot_pareto",
-        "plot_top_values", "write_tables", "judge_agreement",
+        "plot_top_values", "write_tables", "judge_agreement", "build_viewer",
     ):  # fmt: skip
         assert rule in rules, rule
     for row in rows:
         output = work / row["output_file"]
-        assert output.is_file() and output.stat().st_size > 0, row["output_file"]
+        if output.is_dir():  # the trace viewer's site
+            assert (output / "index.html").is_file(), row["output_file"]
+        else:
+            assert output.is_file() and output.stat().st_size > 0, row["output_file"]
         assert row["status"] == "ok", row
         # every rule has a log, and its script really wrote it (mastif.logsetup)
         logs = [p for p in row["log-file(s)"].split(",") if p and p != "-"]
@@ -73,6 +76,10 @@ def test_dotest_runs_the_whole_dag_and_the_report(pipeline_copy: Path) -> None:
             assert text.strip(), f"empty log {log}"
             assert "uncaught exception" not in text and "Traceback" not in text, log
     assert (work / "results/report.html").stat().st_size > 10_000
+    # the trace viewer: the grid index and one page per run
+    viewer = work / "results/viewer"
+    assert 'window.__mastif_load("grid"' in (viewer / "data/grid.js").read_text()
+    assert sorted(p.name for p in (viewer / "data/runs/0").iterdir()) == ["0.js", "1.js"]
     again = snakemake(*DOTEST_ARGS, "-n", cwd=pipeline_copy)
     assert "Nothing to be done" in again.stdout + again.stderr, again.stdout + again.stderr
 

@@ -98,3 +98,16 @@ def test_import_mastif_writes_runs_outside_a_checkout(installed: Path, tmp_path:
     assert (tmp_path / "imported" / "tasks.parquet").is_file()
     assert list((tmp_path / "imported" / "runs").rglob("*.parquet"))
     json.loads(log.read_text())  # the log is read, never rewritten
+
+
+def test_the_trace_viewers_page_is_in_the_wheel(installed: Path, tmp_path: Path):
+    code = (
+        "from importlib import resources; from mastif.viewer.site import ASSETS; "
+        "a = resources.files('mastif.viewer') / 'assets'; "
+        "print(all((a / n).is_file() for n in ASSETS), len(ASSETS))"
+    )
+    out = subprocess.run(
+        [str(installed / "bin" / "python"), "-c", code],
+        cwd=tmp_path, check=True, capture_output=True, text=True,
+    ).stdout.split()  # fmt: skip
+    assert out == ["True", "5"], out

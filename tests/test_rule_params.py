@@ -34,12 +34,15 @@ REPO = Path(__file__).resolve().parents[1]
 
 EXEC, JUDGE, GATHER = "execute_stack", "judge_runs", "gather_runs"
 #: the rules whose inputs list every stack's files (the grid's shape)
-PER_GRID = {"aggregate_metrics", "write_tables", "plot_top_values", "judge_agreement"}
+PER_GRID = {
+    "aggregate_metrics", "write_tables", "plot_top_values", "judge_agreement", "build_viewer",
+}  # fmt: skip
 
 #: schema key (``*``: any model id; ``[]``: any item of a list) -> rules whose output depends
 #: on it through their inputs or params. The most specific declared prefix of a key applies.
 READS: dict[str, set[str]] = {
-    "experiment": {EXEC},  # recorded in every run row
+    # recorded in every run row; the trace viewer's title
+    "experiment": {EXEC, "build_viewer"},
     # a stack's model: execute_stack's model_spec (all but the price), the judge's spec
     "models.*": {EXEC, JUDGE},
     "models.*.price": {"aggregate_metrics"},

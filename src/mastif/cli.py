@@ -153,6 +153,25 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_view(args: argparse.Namespace) -> int:
+    from mastif.viewer.serve import viewer_server
+
+    try:
+        server = viewer_server(args.dir, args.port)
+    except (FileNotFoundError, OSError) as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    host, port = server.server_address[:2]
+    print(f"serving {args.dir} at http://{host}:{port}/ (loopback only; Ctrl-C stops)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mastif", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -215,6 +234,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--base", default=DEFAULT_CONFIG,
                    help="config the file overrides (default: %(default)s)")  # fmt: skip
     p.set_defaults(func=cmd_status)
+    p = sub.add_parser("view", help="serve the trace viewer (results/viewer) on 127.0.0.1")
+    p.add_argument("dir", nargs="?", default="results/viewer",
+                   help="the built viewer (default: %(default)s); it also opens from disk")  # fmt: skip
+    p.add_argument("--port", type=int, default=8765, help="default: %(default)s; 0: any free")
+    p.set_defaults(func=cmd_view)
     args = parser.parse_args(argv)
     return int(args.func(args))
 

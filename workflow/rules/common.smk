@@ -107,6 +107,7 @@ def get_final_outputs():
         )
         + expand("results/tables/{table}.{ext}", table=TABLES, ext=["md", "csv"])
         + expand("results/tables/versions.{ext}", ext=["md", "csv"])
+        + ["results/viewer"]
     )
 
 

@@ -1,0 +1,17 @@
+"""Bridge: the trace viewer, a static site of every run (mastif.viewer, docs/viewer.md)."""
+
+from mastif.logsetup import log_to
+
+log_to(snakemake.log[0])
+
+from mastif.viewer import build_site
+
+build_site(
+    snakemake.output.site,
+    metrics_runs=snakemake.input.metrics_runs,
+    tasks=snakemake.input.tasks,
+    runs=list(snakemake.input.runs),
+    judged=list(snakemake.input.judged),
+    values=list(snakemake.input.values),
+    title=snakemake.params.title,
+)
