@@ -98,8 +98,16 @@ def test_stack_runs_on_the_real_model(framework, protocol, smollm2_server, base_
     # recorded under the protocol's tool name, whatever the framework calls it on the wire
     # (a call the framework refused keeps the model's raw name: compared by tool, too)
     wire_names = {wire_tool_name(framework, t): t for t in cfg["tools"]}
+    first_inputs = {
+        t["function"]["name"]: next(
+            iter(t["function"].get("parameters", {}).get("properties", {})), None
+        )
+        for request, _ in proxy.exchanges
+        for t in request.get("tools") or []
+    }
     served = sorted(
-        canonical(wire_names.get(name, name), args) for name, args in proxy.tool_calls()
+        canonical(wire_names.get(name, name), as_handed_over(framework, first_inputs, name, args))
+        for name, args in proxy.tool_calls()
     )
     recorded = sorted(
         canonical(wire_names.get(c.name, c.name), c.arguments) for c in trace.tool_calls
@@ -122,6 +130,21 @@ def reached_tool(call) -> bool:
     refusals = ("unknown tool", "arguments are not", "refused by Semantic Kernel",
                 "CrewAI did not run")  # fmt: skip
     return call.ok or not (call.error or "").startswith(refusals)
+
+
+def as_handed_over(
+    framework: str, first_inputs: dict[str, str | None], name: str, arguments: str
+) -> str:
+    """The arguments the framework hands the tool: smolagents parses them strictly (a raw
+    newline inside a string is not JSON to it) and passes text that is not JSON as the
+    tool's first input (its documented policy, tests/test_smolagents_adapter.py)."""
+    if framework != "smolagents" or first_inputs.get(name) is None:
+        return arguments
+    try:
+        json.loads(arguments)
+    except json.JSONDecodeError:
+        return json.dumps({first_inputs[name]: arguments})
+    return arguments
 
 
 def canonical(name: str, arguments: str) -> tuple[str, str]:

@@ -30,6 +30,12 @@ def snakemake(*args: str, cwd: Path, timeout: float = 600) -> subprocess.Complet
 #: conda or container runtime where it runs; docs/architecture.md, "Snakemake conventions")
 ACCEPTED_LINTS = {"Specify a conda environment or container for each rule."}
 
+#: a stack's job on the real model computes with one thread here: the other xdist worker
+#: runs a model server of its own on these 2 cores, and llama.cpp's spinning threads on an
+#: oversubscribed machine slowed a run past its time-out (in make run the job has the
+#: machine to itself: timing_lock, threads 2)
+ONE_THREAD = ("--set-threads", "execute_stack=1")
+
 
 def test_lint_is_clean():
     proc = snakemake("--lint", cwd=REPO)
@@ -79,7 +85,9 @@ def test_end_to_end_on_the_bundled_model(pipeline_copy):
         "generation": {"max_tokens": 48, "max_steps": 1, "max_tool_rounds": 1, "timeout_s": 120},
     }
     (pipeline_copy / "override.yaml").write_text(yaml.safe_dump(override))
-    proc = snakemake("--cores", "2", "--configfile", "override.yaml", cwd=pipeline_copy)
+    proc = snakemake(
+        "--cores", "2", *ONE_THREAD, "--configfile", "override.yaml", cwd=pipeline_copy
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     tasks = pl.read_parquet(pipeline_copy / "results" / "tasks.parquet")
@@ -185,7 +193,7 @@ def test_a_killed_stack_job_resumes_without_redoing_finished_runs(pipeline_copy)
     target = "results/runs/smollm2/standard/langgraph.parquet"
     checkpoint = pipeline_copy / "results/checkpoints/smollm2/standard/langgraph/1-of-1.jsonl"
     # the target first: --configfile takes every argument after it
-    cmd = [str(BIN / "snakemake"), target, "--cores", "2", "--configfile", "kill.yaml"]
+    cmd = [str(BIN / "snakemake"), target, "--cores", "2", *ONE_THREAD, "--configfile", "kill.yaml"]
     job = subprocess.Popen(
         cmd, cwd=pipeline_copy, start_new_session=True,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -206,7 +214,9 @@ def test_a_killed_stack_job_resumes_without_redoing_finished_runs(pipeline_copy)
         time.sleep(0.2)
 
     assert snakemake("--unlock", "--configfile", "kill.yaml", cwd=pipeline_copy).returncode == 0
-    proc = snakemake(target, "--cores", "2", "--configfile", "kill.yaml", cwd=pipeline_copy)
+    proc = snakemake(
+        target, "--cores", "2", *ONE_THREAD, "--configfile", "kill.yaml", cwd=pipeline_copy
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     runs = pl.read_parquet(pipeline_copy / target)
