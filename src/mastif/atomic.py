@@ -2,7 +2,8 @@
 
 The response cache, the Mind2Web extract cache and the log importer all write files that a
 concurrent reader (another job) or a later run trusts as complete: each is written beside
-its target and renamed over it, so a killed writer leaves no half file.
+its target and renamed over it, so a killed writer leaves no half file. Append-only JSONL
+files (run checkpoints, the budget ledger) are appended with :func:`append_lines`.
 """
 
 from __future__ import annotations
@@ -23,3 +24,20 @@ def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
         os.replace(tmp, path)
     finally:
         Path(tmp).unlink(missing_ok=True)
+
+
+def append_lines(path: Path, data: bytes) -> None:
+    """Append ``data`` (whole lines, each ending in a newline) to ``path`` and fsync it.
+
+    A writer killed mid-write leaves a last line without its newline: it is ended first, so
+    the new lines are not glued to it (readers skip the torn line)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("ab+") as fh:
+        fh.seek(0, os.SEEK_END)
+        if fh.tell() > 0:
+            fh.seek(-1, os.SEEK_END)
+            if fh.read(1) != b"\n":
+                fh.write(b"\n")
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())

@@ -27,7 +27,6 @@ stays spent when its outputs are rewritten. Delete it to start counting from zer
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -38,6 +37,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from mastif.atomic import append_lines
 from mastif.config import ExperimentConfig, ModelPrice, Stack
 from mastif.tasks import Task
 from mastif.trace import RunTrace
@@ -159,18 +159,7 @@ class Ledger:
         lines = b"".join(json.dumps(r, sort_keys=True).encode() + b"\n" for r in records)
         if not lines:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("ab+") as fh:
-            # a job killed mid-write leaves a line without its newline: end it, so the next
-            # record is not glued to it (the torn line is skipped on read)
-            fh.seek(0, os.SEEK_END)
-            if fh.tell() > 0:
-                fh.seek(-1, os.SEEK_END)
-                if fh.read(1) != b"\n":
-                    fh.write(b"\n")
-            fh.write(lines)
-            fh.flush()
-            os.fsync(fh.fileno())
+        append_lines(self.path, lines)
 
     def reserve(
         self, run_id: str, bound: Cost, limit: BudgetLimit, expires_in_s: float

@@ -14,7 +14,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import os
 import re
 import signal
 import sys
@@ -30,6 +29,7 @@ import httpx
 import openai
 from tqdm import tqdm
 
+from mastif.atomic import append_lines
 from mastif.budget import BudgetGate, BudgetReached, run_bounds
 from mastif.config import ExperimentConfig, Stack
 from mastif.frameworks import FrameworkAdapter, RunContext, RunRecorder, get_framework
@@ -161,18 +161,7 @@ class Checkpoint:
         return done
 
     def append(self, trace: RunTrace) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("ab+") as fh:
-            # a kill mid-write leaves a line without its newline: end it, so the next
-            # record is not glued to it (the torn line is skipped on load)
-            fh.seek(0, os.SEEK_END)
-            if fh.tell() > 0:
-                fh.seek(-1, os.SEEK_END)
-                if fh.read(1) != b"\n":
-                    fh.write(b"\n")
-            fh.write(trace.to_json().encode() + b"\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        append_lines(self.path, trace.to_json().encode() + b"\n")
 
     def remove(self) -> None:
         self.path.unlink(missing_ok=True)

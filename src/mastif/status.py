@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from mastif.budget import LEDGER, BudgetLimit, Ledger, LedgerState, format_usd, usd_of
 from mastif.config import ExperimentConfig, ModelPrice, Stack
@@ -179,9 +179,12 @@ def planned_keys(tasks_path: Path, repeats: int) -> list[tuple[str, int]] | None
 # ------------------------------------------------------------------------ counting
 
 
-def _total(values: Iterable[int | None]) -> int | None:
-    """The sum; ``None`` when any is unknown (an unknown count is not a 0)."""
-    total = 0
+_N = TypeVar("_N", int, float)
+
+
+def _total(values: Iterable[_N | None]) -> _N | None:
+    """The sum (tokens or dollars); ``None`` when any is unknown (unknown is not a 0)."""
+    total: Any = 0
     for v in values:
         if v is None:
             return None
@@ -335,7 +338,7 @@ def format_status(status: ExperimentStatus, source: str = "", now: datetime | No
             format_duration(s.eta_s(status.mean_wall_s)),
         ))  # fmt: skip
     st = status.stacks
-    total_usd = _total_usd(s.usd for s in st)
+    total_usd = _total(s.usd for s in st)
     rows.append((
         "total", f"{sum(s.done for s in st)}/{sum(s.planned for s in st)}",
         str(sum(s.failed for s in st)), str(sum(s.remaining for s in st)),
@@ -361,15 +364,6 @@ def format_status(status: ExperimentStatus, source: str = "", now: datetime | No
     tail += budget_lines(status)
     tail += [f"note: {n}" for n in status.notes]
     return "\n".join(head + lines + tail)
-
-
-def _total_usd(values: Iterable[float | None]) -> float | None:
-    total = 0.0
-    for v in values:
-        if v is None:
-            return None
-        total += v
-    return total
 
 
 def budget_lines(status: ExperimentStatus) -> list[str]:
