@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -149,10 +150,15 @@ def test_servers_are_gone_when_the_run_fails(protocol, fake_model_config, tmp_pa
 
 @pytest.mark.slow
 def test_a2a_timeout_is_a_row_and_stops_the_agent(fake_model_config, tmp_path):
-    with ScriptedChatServer(lambda p: {"content": "slow", "sleep": 3}) as srv:
-        cfg = fake_model_config(srv.base_url, timeout_s=1)
+    # The run's clock leaves the agent time to reach its first model call even on a loaded
+    # machine (1 s did not, in CI); that call outlasts the run, and the server stays up until
+    # its reply has gone out and a second call would have had time to come.
+    timeout_s, reply_after_s = 4, 6
+    with ScriptedChatServer(lambda p: {"content": "slow", "sleep": reply_after_s}) as srv:
+        cfg = fake_model_config(srv.base_url, timeout_s=timeout_s)
         cfg["protocols"], cfg["frameworks"] = ["a2a"], ["langgraph"]
         (trace,) = run_stack(cfg, tmp_path)
+        time.sleep(reply_after_s - timeout_s + 2)
     assert trace.status == "timeout"
     assert len(srv.requests) == 1  # the agent's node did not go on after the run ended
 
