@@ -183,7 +183,8 @@ def judge_with(options: dict[str, Any], traces: list, work: Path) -> dict[str, A
     parsed."""
     import polars as pl
 
-    from mastif.judge import JudgeSettings, judge_runs
+    from mastif.judge import JudgeSettings
+    from mastif.judging import judge_runs
     from mastif.providers import Gateway, open_endpoint
     from mastif.tasks import tasks_to_frame
     from mastif.trace import runs_to_table

@@ -30,6 +30,8 @@ from mastif.budget import (
     run_cost,
 )
 from mastif.config import ConfigError, merge_configs, parse_config
+from mastif.judge import JudgeSettings, judge_view
+from mastif.judging import JudgeBudget, JudgeCheckpoint
 from mastif.runner import Checkpoint, execute_stack
 from mastif.tasks import load_tasks, tasks_from_frame
 from tests.fakes import ScriptedChatServer
@@ -146,12 +148,18 @@ def test_jobs_reserving_at_once_never_start_more_than_the_budget(tmp_path: Path)
 # ------------------------------------------------------------------------ the config
 
 
-def test_a_dollar_budget_needs_every_agent_models_price(fake_model_config: Any) -> None:
+def test_a_dollar_budget_needs_every_agent_models_and_judges_price(fake_model_config: Any) -> None:
     cfg = fake_model_config("http://127.0.0.1:9/v1")
     cfg["execution"]["budget"] = {"usd": 0.5}
+    judge = cfg["judge"]["model"]
+    assert judge != "fake"
     with pytest.raises(ConfigError, match=r"execution\.budget\.usd = 0\.5 .*models\.fake\.price"):
         parse_config(cfg)
     cfg["models"]["fake"]["price"] = {"input_per_mtok": 1, "output_per_mtok": 2}
+    # the judge's calls count too
+    with pytest.raises(ConfigError, match=rf"agent model and judge; models\.{judge}\.price"):
+        parse_config(cfg)
+    cfg["models"][judge]["price"] = {"input_per_mtok": 0, "output_per_mtok": 0}
     assert parse_config(cfg).execution.budget.usd == 0.5
     cfg["execution"]["budget"] = {"tokens": 1000}  # tokens need no price
     del cfg["models"]["fake"]["price"]
@@ -259,10 +267,11 @@ def _snakemake(work: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=600)
 
 
-@pytest.mark.slow  # four Snakemake runs, ~90 s on 2 cores
+@pytest.mark.slow  # six Snakemake runs, ~2 min on 2 cores
 def test_snakemake_stops_at_the_budget_and_a_raised_one_resumes(pipeline_copy: Path) -> None:
     """The .test stack (scripted model with a price) on one task x 4 repeats, run to the
-    gathered runs: stopped after 1 run, then after 3, then finished; no run twice."""
+    gathered runs: stopped after 1 run, then after 3, then finished; no run twice. Then judged
+    under the same ledger: stopped after a judgement or two, then finished; none twice."""
     shutil.copytree(REPO / ".test", pipeline_copy / ".test", symlinks=True,
                     ignore=shutil.ignore_patterns("results", "logs", ".snakemake"))  # fmt: skip
     work = pipeline_copy / ".test"
@@ -321,3 +330,37 @@ def test_snakemake_stops_at_the_budget_and_a_raised_one_resumes(pipeline_copy: P
     with_budget(bound + 100 * per_run)
     again = _snakemake(pipeline_copy, str(runs_file.relative_to(work)), "-n")
     assert "Nothing to be done" in again.stdout + again.stderr
+
+    # the judge's calls are in the same ledger: room for about one judgement, then for all
+    j = cfg.judge
+    settings = JudgeSettings(j.model, j.temperature, j.max_tokens, j.attempts, j.seed)
+    rubric = (REPO / "config" / "rubric.md").read_text()
+    task_rows = {t["task_id"]: t for t in pl.read_parquet(work / "results" / "tasks.parquet")
+                 .iter_rows(named=True)}  # fmt: skip
+    judge_price = JudgeBudget(None, {j.model: cfg.models[j.model].price})  # type: ignore[arg-type]
+    j_bound = max(
+        judge_price.bound(j.model, judge_view(r, task_rows[r["task_id"]], rubric)[0], settings).usd
+        for r in runs.iter_rows(named=True)
+    )
+    judged_file = work / "results" / "judged" / f"{stack.path}.parquet"
+    judge_ckpt = JudgeCheckpoint(
+        work / "results" / "checkpoints" / "judged" / f"{stack.path}.jsonl"
+    )
+    with_budget(4 * per_run + j_bound * 1.000001)
+    proc = _snakemake(pipeline_copy, str(judged_file.relative_to(work)))
+    assert proc.returncode != 0
+    assert f"judging {stack.path}: budget execution.budget.usd = " in proc.stderr
+    assert "the next judgement could cost" in proc.stderr and "Traceback" not in proc.stderr
+    assert 1 <= len(judge_ckpt.load()) < 4 and not judged_file.exists()
+    with_budget(4 * per_run + 10 * j_bound)
+    proc = _snakemake(pipeline_copy, str(judged_file.relative_to(work)))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    judged = pl.read_parquet(judged_file)
+    assert sorted(judged["run_id"]) == sorted(runs["run_id"]) and not judge_ckpt.path.exists()
+    lines = [json.loads(x) for x in (work / LEDGER).read_text().splitlines()]
+    spent_judgements = [x["run_id"] for x in lines
+                        if x["kind"] == "spent" and x["run_id"].startswith("judge:")]  # fmt: skip
+    assert len(spent_judgements) == 4 == len(set(spent_judgements))  # none twice
+    state = Ledger(work / LEDGER).read()
+    assert state.spent_judgements == 4 and state.reserved == {}
+    assert state.spent_usd > 4 * per_run  # the judge's dollars on top of the runs'

@@ -18,11 +18,11 @@ from mastif.judge import (
     JudgeSettings,
     attempt_seed,
     build_messages,
-    judge_runs,
     judge_view,
     judgement_schema,
     parse_judgement,
 )
+from mastif.judging import judge_runs
 from mastif.providers import Endpoint, Gateway, open_endpoint
 from mastif.providers.gateway import normalise_request
 from tests.fakes import ScriptedChatServer

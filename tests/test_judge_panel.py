@@ -21,8 +21,6 @@ from mastif.config import ConfigError, model_spec, parse_config
 from mastif.judge import (
     JUDGED_SCHEMA,
     JudgeSettings,
-    judge_panel_runs,
-    judge_runs,
     repeat_seed,
 )
 from mastif.judge_panel import (
@@ -32,6 +30,7 @@ from mastif.judge_panel import (
     judge_panel_agreement,
     ordinal_alpha,
 )
+from mastif.judging import judge_panel_runs, judge_runs
 from mastif.providers import Gateway, open_endpoint
 
 REPO = Path(__file__).resolve().parents[1]
@@ -89,6 +88,11 @@ def two_runs() -> tuple[pl.DataFrame, pl.DataFrame]:
     return runs, tasks
 
 
+def scores_of(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Panel entries without their token counts."""
+    return [{k: v for k, v in e.items() if not k.endswith("_tokens")} for e in entries]
+
+
 def run_panel(tmp: Path, runs, tasks, scripts: dict[str, Path], repeats: int = 1, primary="a"):
     opened = []
 
@@ -121,10 +125,14 @@ def test_two_judges_give_the_median_and_every_judgement(tmp_path, two_runs):
     assert flight["judge_status"] == "ok" and flight["judge_model"] == "a"
     assert flight["TU_rationale"] == "Understood the goal well."
     assert json.loads(flight["judge_raw_reply"])["TU_score"] == 1.0  # judge a's reply
-    assert flight["judge_panel"] == [
+    assert scores_of(flight["judge_panel"]) == [
         {"judge_model": "a", "repeat": 0, "status": "ok", "TU": 1.0, "TA": 0.7, "TCR": 0.5},
         {"judge_model": "b", "repeat": 0, "status": "ok", "TU": 0.7, "TA": 0.7, "TCR": 1.0},
     ]
+    # each judgement's own tokens; the row's are their sum
+    for k in ("prompt_tokens", "completion_tokens"):
+        own = [e[k] for e in flight["judge_panel"]]
+        assert all(n > 0 for n in own) and flight[f"judge_{k}"] == sum(own)
 
 
 def test_a_judge_failing_everywhere_leaves_the_others_scores(tmp_path, two_runs):
@@ -140,7 +148,7 @@ def test_a_judge_failing_everywhere_leaves_the_others_scores(tmp_path, two_runs)
     # the row shows the judgement that counts: b's, since the primary a failed
     assert flight["judge_status"] == "ok" and flight["judge_model"] == "b"
     assert flight["judge_error"] is None and flight["TCR_rationale"]
-    a = flight["judge_panel"][0]
+    a = scores_of(flight["judge_panel"])[0]
     assert a == {"judge_model": "a", "repeat": 0, "status": "judge_failed",
                  "TU": None, "TA": None, "TCR": None}  # fmt: skip
 
@@ -187,7 +195,7 @@ def test_the_single_judge_path_is_the_one_judge_behind_the_gateway(tmp_path, two
             judged = judge_runs(runs, tasks, RUBRIC, gw, SETTINGS)
     flight = judged.row(0, named=True)
     assert (flight["TU"], flight["TA"], flight["TCR"]) == (1.0, 0.7, 0.5)
-    assert flight["judge_panel"] == [
+    assert scores_of(flight["judge_panel"]) == [
         {"judge_model": "a", "repeat": 0, "status": "ok", "TU": 1.0, "TA": 0.7, "TCR": 0.5}
     ]
 

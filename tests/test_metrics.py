@@ -696,3 +696,29 @@ def test_stack_time_parts_sum_to_ct_mean_over_completed_runs() -> None:
     assert row["CT_mean"] == 15.0
     assert [row[c] for c in TIME_PARTS] == [9.0, 0.5, 3.0, 0.5, 1.0, 1.0]
     assert sum(row[c] for c in TIME_PARTS) == row["CT_mean"]
+
+
+def test_judge_cost_is_every_judgement_at_its_judges_price_or_null():
+    from mastif.judge import JUDGED_SCHEMA
+    from mastif.metrics import judge_costs
+
+    def entry(judge, prompt, completion):
+        return {"judge_model": judge, "repeat": 0, "status": "ok", "TU": 1.0, "TA": 1.0,
+                "TCR": 1.0, "prompt_tokens": prompt, "completion_tokens": completion}  # fmt: skip
+
+    panels = {
+        "both-priced": [entry("a", 1000, 100), entry("b", 2000, 0)],
+        "usage-unknown": [entry("a", 1000, 100), entry("b", None, 5)],
+        "unpriced-judge": [entry("a", 1000, 100), entry("c", 10, 5)],
+        "no-judgement": [],
+    }
+    judged = pl.DataFrame(
+        [{"run_id": r, "judge_panel": p} for r, p in panels.items()],
+        schema={"run_id": pl.String, "judge_panel": JUDGED_SCHEMA["judge_panel"]},
+    )
+    prices = {"a": {"input_per_mtok": 1.0, "output_per_mtok": 10.0},
+              "b": {"input_per_mtok": 0.5, "output_per_mtok": 2.0}, "c": None}  # fmt: skip
+    costs = dict(judge_costs(judged, prices).iter_rows())
+    assert costs["both-priced"] == pytest.approx((1000 + 1000 + 1000) / 1e6)
+    assert costs["usage-unknown"] is None and costs["unpriced-judge"] is None
+    assert costs["no-judgement"] is None

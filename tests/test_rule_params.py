@@ -132,6 +132,8 @@ ALLOWED_CONFIG_READS = {
     'snakemake.config["execution"]["budget"]': "execution.budget.usd",
     # the dollars the budget counts a run at (the price prices runs only in the metrics)
     'snakemake.config["models"][w.model]["price"]': "models.*.price",
+    # the dollars the budget counts a judgement at
+    'snakemake.config["models"][m]["price"]': "models.*.price",
 }
 
 

@@ -11,7 +11,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-from mastif.budget import Cost, Ledger
+from mastif.budget import Cost, Ledger, judgement_entry
 from mastif.cli import main
 from mastif.config import parse_config
 from mastif.status import experiment_status, format_status
@@ -120,10 +120,17 @@ def test_unknown_price_and_usage_are_unknown_not_zero(tmp_path: Path, base_confi
 
 
 def test_status_shows_the_budget_and_its_ledger(tmp_path: Path, base_config) -> None:
-    cfg = parse_config(_config(base_config, budget={"usd": 0.5}))
-    Ledger(tmp_path / "results" / "checkpoints" / "budget.jsonl").settle("r", Cost(1500, 0.25))
+    raw = _config(base_config, budget={"usd": 0.5})
+    raw["models"]["gemma3"]["price"] = {"input_per_mtok": 0, "output_per_mtok": 0}  # the judge
+    cfg = parse_config(raw)
+    ledger = Ledger(tmp_path / "results" / "checkpoints" / "budget.jsonl")
+    ledger.settle("r", Cost(1500, 0.25))
     text = format_status(experiment_status(cfg, tmp_path))
     assert "budget: usd 0.50" in text and "1 run(s), 1,500 tokens, US$ 0.25" in text
+    # the judge's calls are in the same ledger, counted apart
+    ledger.settle(judgement_entry("gemma3", "r", 0), Cost(500, 0.05))
+    text = format_status(experiment_status(cfg, tmp_path))
+    assert "1 run(s) and 1 judgement(s), 2,000 tokens, US$ 0.30" in text
 
 
 def test_mastif_status_command(tmp_path: Path, base_config, monkeypatch, capsys) -> None:

@@ -16,10 +16,14 @@ other nodes of a cluster's shared filesystem, append whole lines one at a time:
   (``generation.timeout_s``) plus :data:`RESERVATION_GRACE_S`.
 * ``released``: a reservation given back unused (the job stopped before it finished).
 
+The judge's calls count too: each judgement (one judge's verdict on one run in one
+repeat) is an entry of its own (:func:`judgement_entry`), reserved before it starts and
+settled with its API usage, by the judging job (:mod:`mastif.judging`). So the cap is the
+experiment's, agent runs and judging together; once it is reached neither starts anything.
+
 The bound is an estimate (tokens from characters, :mod:`mastif.estimate`), so a run can
 cost more than its reservation; the budget can then be overshot by that excess of the runs
-in flight, never by a run started after the budget was reached. The judge's calls are not
-in the ledger: it caps the agent runs (``mastif estimate`` bounds the judge separately).
+in flight, never by a run started after the budget was reached.
 The ledger outlives the checkpoints and shard files on purpose: the spend of an experiment
 stays spent when its outputs are rewritten. Delete it to start counting from zero.
 """
@@ -51,6 +55,15 @@ RESERVATION_GRACE_S = 300.0
 #: seconds a job waits for the ledger's lock before it gives up (a lock held longer is
 #: a stuck filesystem, not a busy ledger: every holder only reads and appends)
 LOCK_TIMEOUT_S = 120.0
+
+
+#: the prefix of a judgement's ledger entry (:func:`judgement_entry`)
+JUDGEMENT_PREFIX = "judge:"
+
+
+def judgement_entry(judge_model: str, run_id: str, repeat: int) -> str:
+    """The ledger entry of judge ``judge_model``'s judgement of ``run_id`` in ``repeat``."""
+    return f"{JUDGEMENT_PREFIX}{judge_model}:{run_id}:{repeat}"
 
 
 class BudgetReached(RuntimeError):
@@ -92,6 +105,11 @@ class LedgerState:
     spent: dict[str, Cost] = field(default_factory=dict)
     #: run id -> (bound, expiry as Unix time)
     reserved: dict[str, tuple[Cost, float]] = field(default_factory=dict)
+
+    @property
+    def spent_judgements(self) -> int:
+        """Judgements among the spent entries (the rest are agent runs)."""
+        return sum(1 for k in self.spent if k.startswith(JUDGEMENT_PREFIX))
 
     @property
     def spent_tokens(self) -> int:
@@ -162,14 +180,15 @@ class Ledger:
         append_lines(self.path, lines)
 
     def reserve(
-        self, run_id: str, bound: Cost, limit: BudgetLimit, expires_in_s: float
+        self, run_id: str, bound: Cost, limit: BudgetLimit, expires_in_s: float, what: str = "run"
     ) -> str | None:
         """Reserve ``bound`` for ``run_id`` if it fits ``limit``: ``None`` when reserved,
-        else the sentence saying which cap it would pass."""
+        else the sentence saying which cap it would pass (``what``: the next run or
+        judgement)."""
         with self.locked():
             state = self.read()
             state.reserved.pop(run_id, None)  # a run reserved again (a rerun) counts once
-            refusal = refusal_of(limit, state, bound)
+            refusal = refusal_of(limit, state, bound, what)
             if refusal is None:
                 record = {"kind": "reserved", "run_id": run_id, **_cost_fields(bound),
                           "expires": time.time() + expires_in_s}  # fmt: skip
@@ -235,14 +254,17 @@ def _parse(line: str) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
-def refusal_of(limit: BudgetLimit, state: LedgerState, bound: Cost) -> str | None:
+def refusal_of(
+    limit: BudgetLimit, state: LedgerState, bound: Cost, what: str = "run"
+) -> str | None:
     """``None`` when spent + reserved + ``bound`` fits every cap of ``limit``, else one
-    sentence naming the cap, what is spent and reserved, and the bound."""
+    sentence naming the cap, what is spent and reserved, and the bound of the next
+    ``what`` (a run, a judgement)."""
     if limit.tokens is not None:
         spent, held = state.spent_tokens, state.reserved_tokens
         if spent + held + bound.tokens > limit.tokens:
             return _sentence("tokens", f"{limit.tokens:,}", f"{spent:,}", f"{held:,}",
-                             f"{bound.tokens:,} tokens")  # fmt: skip
+                             f"{bound.tokens:,} tokens", what)  # fmt: skip
     if limit.usd is not None:
         if bound.usd is None:
             return (f"budget execution.budget.usd = {format_usd(limit.usd)} cannot be kept: the "
@@ -250,7 +272,7 @@ def refusal_of(limit: BudgetLimit, state: LedgerState, bound: Cost) -> str | Non
         spent_usd, held_usd = state.spent_usd, state.reserved_usd
         if spent_usd + held_usd + bound.usd > limit.usd:
             return _sentence("usd", format_usd(limit.usd), format_usd(spent_usd),
-                             format_usd(held_usd), format_usd(bound.usd))  # fmt: skip
+                             format_usd(held_usd), format_usd(bound.usd), what)  # fmt: skip
     return None
 
 
@@ -263,10 +285,10 @@ def format_usd(x: float) -> str:
     return f"{x:.{decimals}f}"
 
 
-def _sentence(key: str, limit: str, spent: str, held: str, bound: str) -> str:
-    in_flight = f", {held} reserved by runs in flight" if held.strip("0.,") else ""
+def _sentence(key: str, limit: str, spent: str, held: str, bound: str, what: str) -> str:
+    in_flight = f", {held} reserved by work in flight" if held.strip("0.,") else ""
     return (f"budget execution.budget.{key} = {limit} reached: {spent} spent{in_flight}, the "
-            f"next run could cost up to {bound}; raise it and rerun to continue")  # fmt: skip
+            f"next {what} could cost up to {bound}; raise it and rerun to continue")  # fmt: skip
 
 
 # ------------------------------------------------------------------------ a run's cost
@@ -342,13 +364,19 @@ class BudgetGate:
 
     def admit(self, run_id: str, task_id: str) -> bool:
         """Reserve the run's bound; ``False`` (and the gate shut) when it does not fit."""
+        return self.admit_cost(run_id, self.bounds[task_id])
+
+    def admit_cost(self, entry_id: str, bound: Cost, what: str = "run") -> bool:
+        """Reserve ``bound`` for ledger entry ``entry_id`` (a run, or a judgement:
+        :func:`judgement_entry`, ``what="judgement"``); ``False`` (and the gate shut) when it
+        does not fit."""
         if self.refusal is not None:
             return False
-        refusal = self.ledger.reserve(run_id, self.bounds[task_id], self.limit, self.expires_in_s)
+        refusal = self.ledger.reserve(entry_id, bound, self.limit, self.expires_in_s, what)
         if refusal is not None:
             self.refusal = refusal
             return False
-        self._held.add(run_id)
+        self._held.add(entry_id)
         return True
 
     def check(self, task_id: str) -> None:
@@ -359,8 +387,12 @@ class BudgetGate:
             raise BudgetReached(refusal)
 
     def settle(self, trace: RunTrace) -> None:
-        self.ledger.settle(trace.run_id, run_cost(trace, self.price), self.stack.path)
-        self._held.discard(trace.run_id)
+        self.settle_cost(trace.run_id, run_cost(trace, self.price))
+
+    def settle_cost(self, entry_id: str, cost: Cost) -> None:
+        """Record what ledger entry ``entry_id`` spent (it ends its reservation)."""
+        self.ledger.settle(entry_id, cost, self.stack.path)
+        self._held.discard(entry_id)
 
     def settle_done(self, done: Iterable[RunTrace]) -> None:
         """Count the stack's checkpointed runs the ledger lacks (see :meth:`Ledger.settle_missing`)."""

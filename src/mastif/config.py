@@ -426,13 +426,16 @@ def _check_references(data: dict[str, Any], base_dir: Path) -> None:
                 "panel must include the judge whose replies the judged table records"
             )
     budget_usd = data["execution"]["budget"]["usd"]
-    if budget_usd is not None and not data["import"]["mastif_log"]:
-        unpriced = [m for m in data["agent_models"] if models[m].get("price") is None]
+    if budget_usd is not None:
+        # the judges' calls count too; an import calls no agent model
+        agents = [] if data["import"]["mastif_log"] else list(data["agent_models"])
+        charged = list(dict.fromkeys([*agents, *(panel or [judge_model])]))
+        unpriced = [m for m in charged if models[m].get("price") is None]
         if unpriced:
             raise ConfigError(
-                f"execution.budget.usd = {budget_usd} needs a price for every agent model; "
-                f"models.{unpriced[0]}.price is null (a free model: input_per_mtok: 0, "
-                "output_per_mtok: 0)"
+                f"execution.budget.usd = {budget_usd} needs a price for every agent model "
+                f"and judge; models.{unpriced[0]}.price is null (a free model: "
+                "input_per_mtok: 0, output_per_mtok: 0)"
             )
     rubric = resolve_path(data["judge"]["rubric"], base_dir)
     if not rubric.is_file():

@@ -405,6 +405,32 @@ def simulate_run(
 # ------------------------------------------------------------------------ the judge
 
 
+def judge_prompt_tokens(
+    messages: Sequence[dict[str, str]],
+    max_tokens: int,
+    chars_per_token: float = DEFAULT_CHARS_PER_TOKEN,
+) -> int:
+    """Estimated prompt tokens of one judge call: the messages and the reply's JSON schema
+    (sent as ``response_format``)."""
+    from mastif.judge import judgement_schema
+
+    chars = sum(len(m["content"]) for m in messages) + len(json.dumps(judgement_schema(max_tokens)))
+    return _tokens(chars, chars_per_token) + len(messages) * MESSAGE_OVERHEAD_TOKENS
+
+
+def judgement_bound(
+    messages: Sequence[dict[str, str]],
+    max_tokens: int,
+    attempts: int,
+    chars_per_token: float = DEFAULT_CHARS_PER_TOKEN,
+) -> tuple[int, int]:
+    """(prompt, completion) tokens one judgement could take at most (the ``high``
+    scenario): every attempt, each reply ``max_tokens`` long."""
+    return attempts * judge_prompt_tokens(messages, max_tokens, chars_per_token), (
+        attempts * max_tokens
+    )
+
+
 def judge_cost(
     config: ExperimentConfig,
     run: dict[str, Any],
@@ -418,17 +444,14 @@ def judge_cost(
     the shortest valid reply (low) or ``judge.attempts`` with ``judge.max_tokens`` (high);
     as many times as the run is judged: by every judge of the panel, ``judge.repeats`` times
     each."""
-    from mastif.judge import CRITERIA, JudgeClip, build_messages, judgement_schema
+    from mastif.judge import CRITERIA, JudgeClip, build_messages
 
     j = config.judge
     messages = build_messages(
         run, task.model_dump(), rubric, reference_guided=j.reference_guided,
         clip=JudgeClip(j.node_chars, j.tool_chars, j.answer_chars),
     )  # fmt: skip
-    chars = sum(len(m["content"]) for m in messages) + len(
-        json.dumps(judgement_schema(j.max_tokens))
-    )
-    prompt = _tokens(chars, chars_per_token) + len(messages) * MESSAGE_OVERHEAD_TOKENS
+    prompt = judge_prompt_tokens(messages, j.max_tokens, chars_per_token)
     if scenario == "high":
         attempts, completion = config.judge.attempts, config.judge.max_tokens
     else:

@@ -21,13 +21,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, replace
-from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import openai
 import polars as pl
 
@@ -241,12 +238,29 @@ def repeat_seed(seed: int, run_id: str, repeat: int) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
+def known_sum(counts: Sequence[int | None]) -> int | None:
+    """The sum of token counts, or ``None`` when one of them is unknown (a response without
+    usage): an unknown count is never taken as 0."""
+    if any(c is None for c in counts):
+        return None
+    return sum(c for c in counts if c is not None)
+
+
 def judge_one(
-    gateway: Gateway, run_id: str, messages: list[dict[str, str]], settings: JudgeSettings
+    gateway: Gateway,
+    run_id: str,
+    messages: list[dict[str, str]],
+    settings: JudgeSettings,
+    key: str | None = None,
 ) -> dict[str, Any]:
-    """Ask the judge up to ``settings.attempts`` times; return the judged-table row fields."""
+    """Ask the judge up to ``settings.attempts`` times; return the judged-table row fields.
+
+    ``key`` names the judgement in the gateway's bookkeeping (default ``run_id``): judgements
+    of the same run in flight at once (repeats) need one each. Seeds derive from ``run_id``.
+    """
+    key = key or run_id
     client = openai.OpenAI(
-        base_url=gateway.base_url_for(run_id, "judge"), api_key=gateway.token, max_retries=0
+        base_url=gateway.base_url_for(key, "judge"), api_key=gateway.token, max_retries=0
     )
     response_format = {
         "type": "json_schema",
@@ -257,7 +271,7 @@ def judge_one(
         },
     }
     raw, error = "", None
-    gateway.begin_run(run_id)
+    gateway.begin_run(key)
     attempts = 0
     judgement = None
     seed = settings.seed
@@ -285,7 +299,7 @@ def judge_one(
         except openai.APIError as exc:
             error = f"{type(exc).__name__}: {exc}"
         log.warning("judge attempt %d for run %s failed: %s", attempts, run_id, error)
-    calls = gateway.end_run(run_id)
+    calls = gateway.end_run(key)
     row: dict[str, Any] = {
         "judge_status": "ok" if judgement else "judge_failed",
         "judge_raw_reply": raw,
@@ -293,8 +307,9 @@ def judge_one(
         "judge_seed": seed,
         "judge_temperature": settings.temperature,
         "judge_error": error,
-        "judge_prompt_tokens": sum(c.prompt_tokens or 0 for c in calls),
-        "judge_completion_tokens": sum(c.completion_tokens or 0 for c in calls),
+        # from API usage; null when a response did not report it
+        "judge_prompt_tokens": known_sum([c.prompt_tokens for c in calls]),
+        "judge_completion_tokens": known_sum([c.completion_tokens for c in calls]),
     }
     for c in CRITERIA:
         row[c] = judgement.scores[c] if judgement else None
@@ -311,6 +326,9 @@ PANEL_ENTRY = pl.Struct(
         "TU": pl.Float64,
         "TA": pl.Float64,
         "TCR": pl.Float64,
+        # this judgement's tokens over its attempts, from API usage (null: not reported)
+        "prompt_tokens": pl.Int64,
+        "completion_tokens": pl.Int64,
     }
 )
 
@@ -343,124 +361,3 @@ JUDGED_SCHEMA = {
     # every judgement of the panel (judge.models x judge.repeats)
     "judge_panel": pl.List(PANEL_ENTRY),
 }
-
-
-#: what opens a judge's endpoint: model id -> a context manager giving its gateway
-OpenGateway = Callable[[str], AbstractContextManager[Gateway]]
-
-
-def judge_runs(
-    runs: pl.DataFrame,
-    tasks: pl.DataFrame,
-    rubric_path: Path,
-    gateway: Gateway,
-    settings: JudgeSettings,
-    repeats: int = 1,
-) -> pl.DataFrame:
-    """One judged row per run (see docs/data.md), by the one judge behind ``gateway``."""
-    return judge_panel_runs(
-        runs,
-        tasks,
-        rubric_path,
-        lambda _model_id: nullcontext(gateway),
-        settings,
-        panel=(settings.model_id,),
-        repeats=repeats,
-    )
-
-
-def judge_panel_runs(
-    runs: pl.DataFrame,
-    tasks: pl.DataFrame,
-    rubric_path: Path,
-    open_gateway: OpenGateway,
-    settings: JudgeSettings,
-    panel: Sequence[str] | None = None,
-    repeats: int = 1,
-) -> pl.DataFrame:
-    """One judged row per run (see docs/data.md) from a judge panel (``judge.models``).
-
-    Every judge of ``panel`` (default: ``settings.model_id`` alone) scores every run
-    ``repeats`` times, one judge's endpoint open at a time (``open_gateway(model_id)``).
-    Repeat r's first attempt samples with :func:`repeat_seed`. The row's TU/TA/TCR are the
-    median over the judges of each judge's repeat-0 score, leaving out judges whose
-    judgement failed; ``judge_status`` is ``judge_failed`` (and the scores null) only when
-    every judge failed. The reply, rationale, attempt and seed columns are those of
-    ``settings.model_id``'s repeat-0 judgement, or, when it failed, of the first judge of the
-    panel whose repeat-0 judgement succeeded (``judge_model`` names it); the token columns
-    sum every judgement. ``judge_panel`` lists every judgement. With one judge and one
-    repeat the row is that judge's judgement.
-    """
-    panel = tuple(panel or (settings.model_id,))
-    if settings.model_id not in panel:
-        raise ValueError(f"judge {settings.model_id!r} is not one of the panel {list(panel)}")
-    if repeats < 1:
-        raise ValueError(f"repeats must be at least 1, not {repeats}")
-    rubric_bytes = Path(rubric_path).read_bytes()
-    rubric = rubric_bytes.decode("utf-8")
-    rubric_sha = hashlib.sha256(rubric_bytes).hexdigest()
-    by_id = {t["task_id"]: t for t in tasks.iter_rows(named=True)}
-    views = []
-    for run in runs.iter_rows(named=True):
-        task = by_id.get(run["task_id"])
-        if task is None:
-            raise KeyError(
-                f"run {run['run_id']} refers to task {run['task_id']!r}, not in the tasks table"
-            )
-        views.append(
-            judge_view(
-                run, task, rubric, reference_guided=settings.reference_guided, clip=settings.clip
-            )
-        )
-    # judgements[model_id][run index][repeat] = judge_one's fields
-    judgements: dict[str, list[list[dict[str, Any]]]] = {}
-    # the primary judge first, then the others in the panel's order
-    order = [settings.model_id, *(m for m in panel if m != settings.model_id)]
-    for model_id in order:
-        per_run: list[list[dict[str, Any]]] = []
-        with open_gateway(model_id) as gateway:
-            for run, (messages, _) in zip(runs.iter_rows(named=True), views, strict=True):
-                per_repeat = []
-                for r in range(repeats):
-                    seed = repeat_seed(settings.seed, run["run_id"], r)
-                    one = replace(settings, model_id=model_id, seed=seed)
-                    fields = judge_one(gateway, run["run_id"], messages, one)
-                    per_repeat.append(fields)
-                    log.info("judge %s, repeat %d, run %s: %s %s", model_id, r, run["run_id"],
-                             fields["judge_status"], {c: fields[c] for c in CRITERIA})  # fmt: skip
-                per_run.append(per_repeat)
-        judgements[model_id] = per_run
-    rows = []
-    for i, (run, (_, n_clipped)) in enumerate(zip(runs.iter_rows(named=True), views, strict=True)):
-        first = {m: judgements[m][i][0] for m in order}
-        ok = [m for m in order if first[m]["judge_status"] == "ok"]
-        shown = ok[0] if ok else settings.model_id
-        fields = dict(first[shown])
-        for c in CRITERIA:
-            fields[c] = float(np.median([first[m][c] for m in ok])) if ok else None
-        for k in ("judge_prompt_tokens", "judge_completion_tokens"):
-            fields[k] = sum(j[k] for m in order for j in judgements[m][i])
-        entries = [
-            {"judge_model": m, "repeat": r, "status": j["judge_status"],
-             **{c: j[c] for c in CRITERIA}}
-            for m in panel
-            for r, j in enumerate(judgements[m][i])
-        ]  # fmt: skip
-        rows.append(
-            {
-                "run_id": run["run_id"],
-                "model": run["model"],
-                "protocol": run["protocol"],
-                "framework": run["framework"],
-                "task_id": run["task_id"],
-                "judge_model": shown,
-                "rubric_sha256": rubric_sha,
-                **fields,
-                "judge_node_chars": settings.clip.node_chars,
-                "judge_tool_chars": settings.clip.tool_chars,
-                "judge_answer_chars": settings.clip.answer_chars,
-                "judge_n_clipped": n_clipped,
-                "judge_panel": entries,
-            }
-        )
-    return pl.DataFrame(rows, schema=JUDGED_SCHEMA)

@@ -75,6 +75,7 @@ RUN_METRICS_SCHEMA: dict[str, pl.DataType] = {
     "judge_success": pl.Boolean(),
     "prompt_tokens": pl.Int64(),
     "cost_usd": pl.Float64(),
+    "judge_cost_usd": pl.Float64(),
     **TIME_PARTS_SCHEMA,
 }
 
@@ -132,6 +133,7 @@ STACK_METRICS_SCHEMA: dict[str, pl.DataType] = {
     "judge_kappa": pl.Float64(),
     "cost_usd_mean": pl.Float64(),
     "cost_usd_total": pl.Float64(),
+    "judge_cost_usd_total": pl.Float64(),
     **TIME_PARTS_SCHEMA,
 }
 
@@ -399,6 +401,42 @@ def _check_one_to_one(runs: pl.DataFrame, other: pl.DataFrame, name: str) -> Non
         raise ValueError(f"{len(extra)} run(s) in {name} but not in runs: {extra}")
 
 
+def judge_costs(
+    judged: pl.DataFrame, prices: Mapping[str, Mapping[str, float] | None] | None
+) -> pl.DataFrame:
+    """Per run (``run_id``, ``judge_cost_usd``): what judging it cost, every judgement of the
+    panel (``judge_panel``) at its judge's price; null when a judge has no price or a
+    judgement's usage is unknown (a partial sum is not the cost), or the run has none."""
+    known = {m: p for m, p in (prices or {}).items() if p is not None}
+    schema = {"run_id": pl.String(), "judge_cost_usd": pl.Float64()}
+    if judged.height == 0 or "judge_panel" not in judged.columns:
+        return pl.DataFrame(schema=schema)
+    entries = (
+        judged.select("run_id", "judge_panel")
+        .explode("judge_panel")
+        .filter(pl.col("judge_panel").is_not_null())
+        .unnest("judge_panel")
+    )
+    if "prompt_tokens" not in entries.columns:  # a judged table from before the counts
+        return judged.select("run_id", pl.lit(None, pl.Float64).alias("judge_cost_usd"))
+    judge = pl.col("judge_model")
+    price_in = judge.replace_strict({m: p["input_per_mtok"] for m, p in known.items()},
+                                    default=None, return_dtype=pl.Float64)  # fmt: skip
+    price_out = judge.replace_strict({m: p["output_per_mtok"] for m, p in known.items()},
+                                     default=None, return_dtype=pl.Float64)  # fmt: skip
+    usd = (pl.col("prompt_tokens") * price_in + pl.col("completion_tokens") * price_out) / 1e6
+    per_run = (
+        entries.with_columns(usd.alias("usd"))
+        .group_by("run_id")
+        .agg(pl.when(pl.col("usd").null_count() == 0).then(pl.col("usd").sum()).alias("cost"))
+    )
+    return (
+        judged.select("run_id")
+        .join(per_run, on="run_id", how="left")
+        .select("run_id", pl.col("cost").cast(pl.Float64).alias("judge_cost_usd"))
+    )
+
+
 def run_metrics(
     runs: pl.DataFrame,
     judged: pl.DataFrame,
@@ -416,7 +454,7 @@ def run_metrics(
     (:func:`protocol_kib`), protocol_s (= protocol_seconds: the clients' timed exchanges minus
     the peer's work; null when unknown) and model_s (:func:`model_seconds`).
     ``prices`` (model id -> ``{input_per_mtok, output_per_mtok}`` or None) gives cost_usd
-    (:func:`run_cost`).
+    (:func:`run_cost`) and judge_cost_usd (:func:`judge_costs`).
 
     Runs imported from another tool's log (``docs/import.md``) count their tool calls by that
     log's tool counts (``tool_log_calls``/``tool_log_ok``) where it has them, since it records
@@ -475,6 +513,7 @@ def run_metrics(
     )
     table = (
         base.join(scores, on="run_id", how="left")
+        .join(judge_costs(judged, prices), on="run_id", how="left")
         .join(ivs, on="run_id", how="left")
         # a values table without the column (written before it existed): the same rule
         .with_columns(pl.col("has_final_answer").fill_null(completed()))
@@ -681,6 +720,9 @@ def stack_metrics(run_table: pl.DataFrame) -> pl.DataFrame:
             pl.when(pl.col("cost_usd").null_count() == 0)
             .then(pl.col("cost_usd").sum())
             .alias("cost_usd_total"),
+            pl.when(pl.col("judge_cost_usd").null_count() == 0)
+            .then(pl.col("judge_cost_usd").sum())
+            .alias("judge_cost_usd_total"),
         )
         .sort(*STACK_KEYS)
         .with_columns((pl.col("n_ok") == pl.col("n_runs")).alias("all_completed"))

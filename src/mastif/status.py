@@ -367,8 +367,8 @@ def format_status(status: ExperimentStatus, source: str = "", now: datetime | No
 
 
 def budget_lines(status: ExperimentStatus) -> list[str]:
-    """The budget and what its ledger holds (it counts every job's runs, also of stacks
-    or configs no longer in the grid)."""
+    """The budget and what its ledger holds (it counts every job's runs and judgements,
+    also of stacks or configs no longer in the grid)."""
     limit, ledger = status.budget, status.ledger
     if not limit.capped and ledger is None:
         return ["budget: none (execution.budget)"]
@@ -380,11 +380,17 @@ def budget_lines(status: ExperimentStatus) -> list[str]:
     line = f"budget: {', '.join(caps) if caps else 'none now'}"
     if ledger is None:
         return [line + f"; ledger {LEDGER}: nothing spent yet"]
-    unpriced = f" (+ {ledger.unpriced_runs} run(s) without a price)" if ledger.unpriced_runs else ""
+    unpriced = (
+        f" (+ {ledger.unpriced_runs} entr(ies) without a price)" if ledger.unpriced_runs else ""
+    )
+    judged = ledger.spent_judgements
+    what = f"{len(ledger.spent) - judged} run(s)" + (
+        f" and {judged} judgement(s)" if judged else ""
+    )
     return [
         line,
-        f"  ledger {LEDGER}: {len(ledger.spent)} run(s), {ledger.spent_tokens:,} tokens, "
-        f"US$ {format_usd(ledger.spent_usd)}{unpriced} spent; {len(ledger.reserved)} run(s) "
+        f"  ledger {LEDGER}: {what}, {ledger.spent_tokens:,} tokens, "
+        f"US$ {format_usd(ledger.spent_usd)}{unpriced} spent; {len(ledger.reserved)} "
         f"in flight reserve {ledger.reserved_tokens:,} tokens, US$ "
         f"{format_usd(ledger.reserved_usd)}",
     ]

@@ -29,5 +29,7 @@ rule judge_runs:
         answer_chars=config["judge"]["answer_chars"],
         provider_retries=config["execution"]["provider_retries"],
         response_cache=config["execution"]["response_cache"],
+        # every finished judgement, outside the declared outputs: a killed job resumes
+        checkpoint="results/checkpoints/judged/{model}/{protocol}/{framework}.jsonl",
     script:
         "../scripts/judge_runs.py"

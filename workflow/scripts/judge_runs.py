@@ -1,16 +1,28 @@
-"""Bridge: every judge of the panel judges every run of one stack (see mastif.judge)."""
+"""Bridge: every judge of the panel judges every run of one stack (see mastif.judging)."""
 
 from mastif.logsetup import log_to
 
 log_to(snakemake.log[0])
 
+import json
+import logging
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 
 import polars as pl
 
-from mastif.config import model_spec
-from mastif.judge import JudgeClip, JudgeSettings, judge_panel_runs
+from mastif.budget import (
+    LEDGER,
+    RESERVATION_GRACE_S,
+    BudgetGate,
+    BudgetLimit,
+    BudgetReached,
+    Ledger,
+)
+from mastif.config import ModelPrice, Stack, model_spec
+from mastif.judge import JudgeClip, JudgeSettings
+from mastif.judging import JudgeBudget, JudgeCheckpoint, judge_panel_runs
 from mastif.providers import Gateway, open_endpoint
 from mastif.providers.cache import ResponseCache
 from mastif.runner import setup_model_job
@@ -20,6 +32,7 @@ setup_model_job(snakemake.log.run)
 # everything from the rule's params, not from the config: what the job reads is what
 # Snakemake tracks, so changing it reruns the job
 p = snakemake.params
+w = snakemake.wildcards
 settings = JudgeSettings(
     p.judge_model,
     p.temperature,
@@ -47,13 +60,50 @@ def open_gateway(model_id):
             yield gateway
 
 
-judged = judge_panel_runs(
-    runs,
-    tasks,
-    Path(snakemake.input.rubric),
-    open_gateway,
-    settings,
-    panel=p.judge_models,
-    repeats=p.judge_repeats,
-)
+# The budget and the judges' prices come from the config, not params (as in execute_stack):
+# neither changes a judgement, and raising the budget to continue must not rerun finished
+# stacks.
+limit = BudgetLimit.from_mapping(snakemake.config["execution"]["budget"])
+budget = None
+if limit.capped:
+    prices = {m: snakemake.config["models"][m]["price"] for m in p.judge_models}
+    # a judgement takes at most its attempts' requests; its reservation outlives it only
+    # if the job was killed outright
+    longest_s = max(
+        model_spec(m, s, base_dir=Path.cwd()).options.request_timeout_s
+        for m, s in p.judge_model_specs.items()
+    )
+    budget = JudgeBudget(
+        BudgetGate(
+            Ledger(LEDGER),
+            limit,
+            None,
+            Stack(w.model, w.protocol, w.framework),
+            expires_in_s=p.attempts * longest_s + RESERVATION_GRACE_S,
+        ),
+        {m: None if v is None else ModelPrice.model_validate(v) for m, v in prices.items()},
+    )
+checkpoint = JudgeCheckpoint(Path(p.checkpoint))
+try:
+    judged = judge_panel_runs(
+        runs,
+        tasks,
+        Path(snakemake.input.rubric),
+        open_gateway,
+        settings,
+        panel=p.judge_models,
+        repeats=p.judge_repeats,
+        checkpoint=checkpoint,
+        budget=budget,
+        # a judge's spec decides its judgements too: a checkpointed one counts only for it
+        salt={m: json.dumps(s, sort_keys=True) for m, s in p.judge_model_specs.items()},
+    )
+except BudgetReached as exc:
+    # an expected stop, not a crash: one sentence, no traceback; no judged table is
+    # written, the checkpoint keeps the finished judgements for the rerun
+    stack = f"{w.model}/{w.protocol}/{w.framework}"
+    logging.getLogger("mastif.job").error("judging %s: %s", stack, exc)
+    sys.exit(f"judging {stack}: {exc}")
 judged.write_parquet(snakemake.output.judged)
+# the Parquet now holds every judgement; the checkpoint only served an interrupted job
+checkpoint.remove()
