@@ -201,3 +201,53 @@ def get_values_corpus_file(wildcards):
     """A local corpus is an input (editing it re-tags); a URL is fetched by the job."""
     corpus = config["values"]["corpus"]
     return [] if corpus.startswith(("http://", "https://")) else [corpus]
+
+
+# ---- what a model job holds (profiles/default, profiles/api, profiles/slurm) ----------
+# A local model is a llama.cpp server on this machine's cores: its jobs hold a
+# local_model_slot (bounded by cores) and the timing_lock (its CT must not share the CPUs).
+# Any other model (a remote endpoint, the scripted test model) costs this machine only the
+# harness: its jobs hold a remote_model_slot (bounded by what the endpoints allow) and no
+# timing_lock, so judging and tagging overlap execution.
+def is_local_model(model_id):
+    return config["models"][model_id]["provider"] == "local"
+
+
+def stack_model_is_local(wildcards):
+    return is_local_model(wildcards.model)
+
+
+def judges_are_local():
+    return any(is_local_model(m) for m in get_judge_panel())
+
+
+def get_execute_threads(wildcards):
+    """A local server computes with the job's threads (the machine is the job's, timing_lock);
+    a remote model's job needs one core for its harness."""
+    return 2 if stack_model_is_local(wildcards) else 1
+
+
+def get_execute_resources(kind):
+    """execute_stack's `kind` resource: the stack's model decides (see above)."""
+    held = {
+        "local_model_slots": (1, 0),
+        "remote_model_slots": (0, 1),
+        "timing_lock": (2, 0),
+    }
+
+    def resource(wildcards):
+        local, remote = held[kind]
+        return local if stack_model_is_local(wildcards) else remote
+
+    return resource
+
+
+def get_judge_resource(kind):
+    """judge_runs' `kind` resource: local judges (opened one at a time) hold a local slot and
+    half of timing_lock, so never beside an execute_stack job of a local model."""
+    local = judges_are_local()
+    return {
+        "local_model_slots": 1 if local else 0,
+        "remote_model_slots": 0 if local else 1,
+        "timing_lock": 1 if local else 0,
+    }[kind]

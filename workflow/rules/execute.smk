@@ -19,13 +19,16 @@ rule execute_stack:
     retries: config["execution"]["job_retries"]
     # a local model's server computes with the job's threads (unless the model's
     # options.n_threads): the job has the machine to itself (timing_lock), so all of
-    # profiles/default's 2 cores; --set-threads execute_stack=N elsewhere
-    threads: 2
+    # profiles/default's 2 cores; --set-threads execute_stack=N elsewhere. A remote
+    # model's job needs one core for its harness.
+    threads: get_execute_threads
     resources:
-        llm_calls=1,
-        # CT is measured here: the job holds all of timing_lock (profiles/default), so no
-        # judge, embedding or other model job shares the CPUs with its runs
-        timing_lock=2,
+        local_model_slots=get_execute_resources("local_model_slots"),
+        remote_model_slots=get_execute_resources("remote_model_slots"),
+        # CT is measured here: a local model's job holds all of timing_lock
+        # (profiles/default), so no judge, embedding or other model job shares the CPUs
+        # with its runs and its server
+        timing_lock=get_execute_resources("timing_lock"),
     # every config key the job reads (tests/test_rule_params.py checks them against the
     # schema); execution.progress only draws on stderr and is read from the config
     params:
@@ -55,6 +58,9 @@ rule gather_runs:
         runs="results/runs/{model}/{protocol}/{framework}.parquet",
     log:
         "logs/gather_runs/{model}/{protocol}/{framework}.log",
+    # a stack's downstream jobs go before the next stack's runs: its judging and tagging
+    # start as soon as its runs exist (they overlap execution where resources allow)
+    priority: 10
     localrule: True
     script:
         "../scripts/gather_runs.py"

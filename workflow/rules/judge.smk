@@ -9,11 +9,15 @@ rule judge_runs:
     log:
         run="logs/judge_runs/{model}/{protocol}/{framework}.log",
         server="logs/judge_runs/{model}/{protocol}/{framework}.server.log",
+    # as soon as the stack's runs exist, before the next stack's runs (gather_runs)
+    priority: 10
     retries: config["execution"]["job_retries"]
     resources:
-        llm_calls=1,
-        # half of timing_lock: never beside an execute_stack job (whose CT it would slow)
-        timing_lock=1,
+        local_model_slots=get_judge_resource("local_model_slots"),
+        remote_model_slots=get_judge_resource("remote_model_slots"),
+        # a local judge: half of timing_lock, never beside an execute_stack job of a local
+        # model (whose CT it would slow)
+        timing_lock=get_judge_resource("timing_lock"),
     params:
         judge_model=config["judge"]["model"],
         judge_models=get_judge_panel(),

@@ -6,6 +6,7 @@ rule tag_values:
         values="results/values/{model}/{protocol}/{framework}.parquet",
     log:
         "logs/tag_values/{model}/{protocol}/{framework}.log",
+    priority: 10
     threads: 1
     resources:
         # half of timing_lock: never beside an execute_stack job (whose CT it would slow)
