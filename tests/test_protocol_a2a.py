@@ -59,7 +59,7 @@ def test_plain_sdk_client_reads_cards_and_completes_a_task():
                 assert card.name == spec.name
                 assert [s.id for s in card.skills] == [spec.skill_id]
                 assert [i.url for i in card.supported_interfaces] == [url]
-                assert url.endswith(f"/r/plain/{spec.name}")
+                assert url.endswith(f"/r/plain/{spec.name}/")
 
                 client = factory.create(card)
                 request = SendMessageRequest(

@@ -3,8 +3,10 @@
 Each workflow node (or the single worker) is an A2A agent described by an :class:`AgentSpec`.
 All agents live in ONE ASGI app served by :func:`~mastif.protocols.wire.serve_asgi` behind
 the :class:`~mastif.protocols.wire.WireMeter`. An agent is reached at
-``{base_url}/r/{run_id}/{agent}``: its agent card is under that URL at the SDK's well-known
-path (``/.well-known/agent-card.json``) and its JSON-RPC endpoint is the URL itself. The
+``{base_url}/r/{run_id}/{agent}/`` (trailing slash: stock clients resolve the card's path
+relative to it, see :meth:`A2AAgents.agent_url`): its agent card is under that URL at the
+well-known path (``.well-known/agent-card.json``) and its JSON-RPC endpoint is the URL
+itself. The origin root serves no card (docs/protocols.md, "Foreign clients"). The
 orchestrator (:class:`A2AOrchestratorClient`, one per run) resolves each agent's card once,
 builds an a2a-sdk client from it and delegates subtasks as A2A ``SendMessage`` calls: a user
 ``Message`` with a text part and a data part, ``context_id`` = run id. The agent answers with
@@ -43,6 +45,7 @@ see the request, and the card's interface URL depends on the request's run. Clie
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections import Counter
@@ -99,10 +102,35 @@ from mastif.protocols.wire import (
     serve_asgi,
 )
 
+
+class _NoTracebackForBadRequests(logging.Filter):
+    """An invalid JSON-RPC request is the client's error, not the server's (issue 22).
+
+    a2a-sdk logs a request it cannot validate (no ``jsonrpc`` member, params that do not
+    parse) with ``logger.exception``: a traceback at ERROR per request. The dispatcher
+    logs the same failure again right after as a one-line WARNING with the JSON-RPC code
+    and the parse error, which stays; the ERROR record with the traceback is dropped.
+    Server errors ("Unhandled exception", internal errors) keep their tracebacks.
+    """
+
+    CLIENT_ERRORS = ("Failed to validate base JSON-RPC request", "Failed to parse request params")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg not in self.CLIENT_ERRORS
+
+
+logging.getLogger("a2a.server.routes.jsonrpc_dispatcher").addFilter(_NoTracebackForBadRequests())
+
 #: (agent name, run_id, text of the message's text parts, its data part or {}) -> answer text
 AgentHandler = Callable[[str, str, str, dict[str, Any]], Awaitable[str]]
 
 AGENT_VERSION = "1.0.0"
+# all agents of a job share one origin, so none owns /.well-known/agent-card.json there
+_NOT_AN_AGENT = (
+    "no such agent: each agent's URL is {origin}/r/{run_id}/{agent}/ (with the trailing "
+    "slash), its card at {origin}/r/{run_id}/{agent}/.well-known/agent-card.json; "
+    "the origin root serves no card"
+)
 _TERMINAL = {
     TaskState.TASK_STATE_COMPLETED,
     TaskState.TASK_STATE_FAILED,
@@ -259,7 +287,13 @@ class A2AAgents:
         self.key = LoopbackKey()
 
     def agent_url(self, run_id: str, agent: str) -> str:
-        return f"{self.base_url}/r/{run_id}/{agent}"
+        """The agent's URL for ``run_id``: its JSON-RPC endpoint, and its card's base.
+
+        It ends with "/" so that a stock client's URL resolution (WHATWG ``new URL(
+        ".well-known/agent-card.json", url)``, as in ``@a2a-js/sdk``'s ``createFromUrl``)
+        stays under the agent: without it the last segment, the agent, would be replaced.
+        """
+        return f"{self.base_url}/r/{run_id}/{agent}/"
 
     def http_client(self) -> httpx.AsyncClient:
         """An httpx client for the agents: sends their key, times exchanges for their runs."""
@@ -297,7 +331,7 @@ class A2AAgents:
             _, agent = scope_run(scope)
             app = self._apps[agent]
         except LookupError:  # no /r/{run}/{agent}/ prefix, or no such agent
-            response = PlainTextResponse("no such agent", status_code=404)
+            response = PlainTextResponse(_NOT_AN_AGENT, status_code=404)
             await response(scope, receive, send)
             return
         await app(scope, receive, send)
