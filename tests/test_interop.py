@@ -183,3 +183,38 @@ def test_mcp_official_ts_client(caplog):
     assert seen["unknown_method"]["id"] == 7
     assert seen["unknown_method"]["code"] in {-32601, -32602}
     no_tracebacks(caplog)
+
+
+def test_a2a_v03_official_js_client(caplog):
+    caplog.set_level(logging.INFO)
+    handle = ScriptedAgents()
+
+    async def main() -> tuple[dict[str, Any], str]:
+        async with open_a2a_agents(SPECS, handle) as agents:
+            url = agents.agent_url("interop-v03", "navigate")
+            return await node("a2a_v03.mjs", url, agents.key.token), url
+
+    seen, url = asyncio.run(main())
+    print(json.dumps(seen, indent=1))
+    # the card a v0.3 client reads (no A2A-Version header): the v0.3 fields, same endpoint
+    discovery = seen["discovery"]
+    assert "error" not in discovery, discovery
+    assert discovery["card_url"] == url + ".well-known/agent-card.json"
+    assert discovery["url"] == url
+    assert discovery["protocolVersion"] == "0.3"
+    assert discovery["preferredTransport"] == "JSONRPC"
+    assert discovery["name"] == "navigate" and discovery["skills"] == ["nav"]
+    # v0.3 methods (message/send, tasks/get, tasks/cancel) on the same endpoint
+    done, parked = seen["ids"]["done"], seen["ids"]["parked"]
+    assert seen["send_message"] == {
+        "kind": "task", "id": done, "contextId": "interop-v03", "state": "completed",
+        "answer": "navigate answers 'hello' (step 1)",
+    }  # fmt: skip
+    assert seen["get_task"] == seen["send_message"]
+    assert seen["send_message_nonblocking"]["id"] == parked
+    assert seen["send_message_nonblocking"]["state"] in {"submitted", "working"}
+    assert seen["cancel_task"]["state"] == "canceled"
+    assert handle.cancelled == 1
+    assert seen["cancel_completed_task"]["code"] == -32002
+    assert seen["get_unknown_task"]["code"] == -32001
+    no_tracebacks(caplog)

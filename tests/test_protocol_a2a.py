@@ -192,3 +192,28 @@ def test_agent_names_must_be_unique_url_segments():
         asyncio.run(main([SPECS[0], SPECS[0]]))
     with pytest.raises(ValueError, match="path segment"):
         asyncio.run(main([AgentSpec("a/b", "", "s", "S", "")]))
+
+
+def test_a2a_card_for_v1_clients_is_unchanged_by_v03_support():
+    """Only a request without ``A2A-Version: 1.x`` gets the v0.3 card fields: a v1.0
+    client (ours included) reads and pays for the same card as before."""
+
+    async def main() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with open_a2a_agents(SPECS, Recorder()) as agents:
+            url = agents.agent_url("card", "worker")
+            auth = {"Authorization": f"Bearer {agents.key.token}"}
+            async with httpx.AsyncClient(trust_env=False, timeout=10) as http:
+                card_url = url + ".well-known/agent-card.json"
+                v1 = (await http.get(card_url, headers={**auth, "A2A-Version": "1.0"})).json()
+                v03 = (await http.get(card_url, headers=auth)).json()
+            # mastif's own orchestrator client asks for the v1.0 card
+            async with A2AOrchestratorClient(agents, "card") as client:
+                ours = await client.card("worker")
+            assert [i.protocol_version for i in ours.supported_interfaces] == ["1.0"]
+            return v1, v03
+
+    v1, v03 = asyncio.run(main())
+    assert [i["protocolVersion"] for i in v1["supportedInterfaces"]] == ["1.0"]
+    assert "url" not in v1 and "protocolVersion" not in v1
+    assert [i["protocolVersion"] for i in v03["supportedInterfaces"]] == ["1.0", "0.3"]
+    assert v03["protocolVersion"] == "0.3" and v03["url"] == v1["supportedInterfaces"][0]["url"]

@@ -81,7 +81,9 @@ from a2a.types import (
 )
 from a2a.utils.constants import (
     AGENT_CARD_WELL_KNOWN_PATH,
+    PROTOCOL_VERSION_0_3,
     PROTOCOL_VERSION_CURRENT,
+    VERSION_HEADER,
     TransportProtocol,
 )
 from starlette.applications import Starlette
@@ -161,8 +163,14 @@ class A2ATaskFailed(RuntimeError):
         self.state = state
 
 
-def agent_card(spec: AgentSpec, url: str) -> AgentCard:
-    """The card of ``spec`` whose (only) JSON-RPC interface is ``url``."""
+def agent_card(spec: AgentSpec, url: str, *, v03: bool = False) -> AgentCard:
+    """The card of ``spec`` whose JSON-RPC interface is ``url``.
+
+    ``v03``: the same endpoint is listed a second time as an A2A v0.3 interface, which
+    makes :func:`agent_card_to_dict` add the v0.3 card fields (``url``,
+    ``protocolVersion``, ``preferredTransport``...) that v0.3 clients read.
+    """
+    versions = [PROTOCOL_VERSION_CURRENT] + ([PROTOCOL_VERSION_0_3] if v03 else [])
     return AgentCard(
         name=spec.name,
         description=spec.description,
@@ -171,8 +179,9 @@ def agent_card(spec: AgentSpec, url: str) -> AgentCard:
             AgentInterface(
                 url=url,
                 protocol_binding=TransportProtocol.JSONRPC.value,
-                protocol_version=PROTOCOL_VERSION_CURRENT,
+                protocol_version=version,
             )
+            for version in versions
         ],
         # non-streaming: one blocking SendMessage per delegation keeps the exchange countable
         capabilities=AgentCapabilities(streaming=False, push_notifications=False),
@@ -187,6 +196,18 @@ def agent_card(spec: AgentSpec, url: str) -> AgentCard:
             )
         ],
     )
+
+
+def speaks_v1(version: str | None) -> bool:
+    """Whether an ``A2A-Version`` header value asks for v1.0 or later.
+
+    A request without the header is a v0.3 client's, as the A2A v1.0 spec and a2a-sdk's
+    ``validate_version`` read it; a value that does not parse is taken as current.
+    """
+    if not version or not version.strip():
+        return False
+    major = version.strip().split(".", 1)[0]
+    return not major.isdigit() or int(major) >= 1
 
 
 def _restore_ints(value: Any) -> Any:
@@ -319,10 +340,15 @@ class A2AAgents:
 
         async def card(request: Request) -> Response:
             run_id, agent = scope_run(request.scope)
-            return JSONResponse(agent_card_to_dict(agent_card(spec, self.agent_url(run_id, agent))))
+            url = self.agent_url(run_id, agent)
+            v03 = not speaks_v1(request.headers.get(VERSION_HEADER))
+            return JSONResponse(agent_card_to_dict(agent_card(spec, url, v03=v03)))
 
         routes = [Route(AGENT_CARD_WELL_KNOWN_PATH, card, methods=["GET"])]
-        routes += create_jsonrpc_routes(handler, rpc_url="/", context_builder=_RunContextBuilder())
+        # v0.3 methods (message/send, tasks/get, ...) are told apart from v1.0's by name
+        routes += create_jsonrpc_routes(
+            handler, rpc_url="/", context_builder=_RunContextBuilder(), enable_v0_3_compat=True
+        )
         return Starlette(routes=routes)
 
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
