@@ -135,6 +135,10 @@ def test_a2a_v1_official_js_client(caplog):
     assert seen["unknown_method"] == {"status": 200, "id": 7, "code": -32601}
     assert seen["no_jsonrpc_member"] == {"status": 200, "id": 8, "code": -32600}
     assert seen["invalid_params"] == {"status": 200, "id": 9, "code": -32602}
+    assert seen["v1_method_without_version_header"]["code"] == -32009  # VersionNotSupported
+    # the origin root serves no card (one origin, many agents) and says where the cards are
+    assert seen["origin_root_card"]["status"] == 404
+    assert "/r/{run_id}/{agent}/.well-known/agent-card.json" in seen["origin_root_card"]["text"]
     no_tracebacks(caplog)
 
 
@@ -180,6 +184,7 @@ def test_mcp_official_ts_client(caplog):
     assert seen["malformed_json"]["status"] == 400
     assert seen["malformed_json"]["code"] == -32700
     assert seen["no_jsonrpc_member"]["status"] == 400
+    assert seen["no_jsonrpc_member"]["code"] in {-32600, -32602}
     assert seen["unknown_method"]["id"] == 7
     assert seen["unknown_method"]["code"] in {-32601, -32602}
     no_tracebacks(caplog)

@@ -134,13 +134,11 @@ if (client) {
 
 // requests no SDK would send: what the endpoint answers on the wire
 const rpcUrl = out.discovery?.interfaces?.[0]?.url ?? agentUrl;
-async function raw(name, body) {
+async function raw(name, body, version = '1.0') {
   await check(name, async () => {
-    const response = await authFetch(rpcUrl, {
-      method: 'POST',
-      headers: { 'Content-Type': 'application/json', 'A2A-Version': '1.0' },
-      body,
-    });
+    const headers = { 'Content-Type': 'application/json' };
+    if (version) headers['A2A-Version'] = version;
+    const response = await authFetch(rpcUrl, { method: 'POST', headers, body });
     const text = await response.text();
     let json = null;
     try {
@@ -152,6 +150,14 @@ async function raw(name, body) {
 await raw('malformed_json', '{"jsonrpc": "2.0", "method": ');
 await raw('unknown_method', JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'NoSuchMethod', params: {} }));
 await raw('no_jsonrpc_member', JSON.stringify({ id: 8, method: 'GetTask', params: { id: 'x' } }));
+// a v1.0 method without the A2A-Version header: the spec reads a missing header as 0.3
+await raw('v1_method_without_version_header', JSON.stringify({ jsonrpc: '2.0', id: 10, method: 'GetTask', params: { id: 'x' } }), null);
 await raw('invalid_params', JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'GetTask', params: { id: 5, bogus: [] } }));
+
+// where the spec says clients look first: the origin root (all agents share the origin)
+await check('origin_root_card', async () => {
+  const response = await authFetch(new URL('/.well-known/agent-card.json', agentUrl));
+  return { status: response.status, text: await response.text() };
+});
 
 process.stdout.write(JSON.stringify(out) + '\n');
