@@ -6,12 +6,12 @@ the :class:`~mastif.protocols.wire.WireMeter`. An agent is reached at
 ``{base_url}/r/{run_id}/{agent}/`` (trailing slash: stock clients resolve the card's path
 relative to it, see :meth:`A2AAgents.agent_url`): its agent card is under that URL at the
 well-known path (``.well-known/agent-card.json``) and its JSON-RPC endpoint is the URL
-itself. The origin root serves no card (docs/protocols.md, "Foreign clients"). The
-orchestrator (:class:`A2AOrchestratorClient`, one per run) resolves each agent's card once,
-builds an a2a-sdk client from it and delegates subtasks as A2A ``SendMessage`` calls: a user
-``Message`` with a text part and a data part, ``context_id`` = run id. The agent answers with
-a ``Task`` that ends completed (one text artifact holding the answer) or failed (the status
-message carries the error).
+itself. The origin root serves no card (docs/protocols.md, "Served versions and foreign
+clients"). The orchestrator (:class:`A2AOrchestratorClient`, one per run) resolves each
+agent's card once, builds an a2a-sdk client from it and delegates subtasks as A2A
+``SendMessage`` calls: a user ``Message`` with a text part and a data part, ``context_id`` =
+run id. The agent answers with a ``Task`` that ends completed (one text artifact holding the
+answer) or failed (the status message carries the error).
 
 Only the orchestrator's clients are served: the agents' server has a
 :class:`~mastif.protocols.wire.LoopbackKey` (:attr:`A2AAgents.key`), every request without it
@@ -31,6 +31,11 @@ exchange (their httpx client is :meth:`A2AAgents.http_client`), so ``exchange_s 
 what A2A cost the run, defined and measured as for MCP (:mod:`mastif.protocols.wire`). The
 orchestrator agent's work contains its own exchanges with the node agents; they are timed
 both inside its work and as exchanges, so they cancel and each exchange's overhead counts once.
+
+Versions: A2A v1.0, and v0.3 on the same endpoint for the clients still deployed (a2a-sdk's
+v0.3 adapter routes v0.3 method names such as ``message/send``; the card gets the v0.3
+fields when requested without ``A2A-Version: 1.x``, which is how the spec tells a v0.3
+client; v1.0 clients, ours included, get the same card and bytes as without it).
 
 a2a-sdk (1.x) pieces used. Server: ``AgentExecutor`` subclass + ``TaskUpdater``,
 ``DefaultRequestHandler`` with ``InMemoryTaskStore``, ``create_jsonrpc_routes`` with a
