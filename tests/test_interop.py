@@ -222,4 +222,7 @@ def test_a2a_v03_official_js_client(caplog):
     assert handle.cancelled == 1
     assert seen["cancel_completed_task"]["code"] == -32002
     assert seen["get_unknown_task"]["code"] == -32001
+    # a2a-sdk's v0.3 adapter answers params that do not validate with -32600
+    assert seen["invalid_request"]["id"] == 11
+    assert seen["invalid_request"]["code"] in {-32600, -32602}
     no_tracebacks(caplog)

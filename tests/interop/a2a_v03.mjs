@@ -84,4 +84,14 @@ if (client) {
   await check('get_unknown_task', async () => taskView(await client.getTask({ id: 'no-such-task' })));
   out.ids = { done: done?.id, parked: parked?.id };
 }
+// a v0.3 request no SDK would send: message/send without a message
+await check('invalid_request', async () => {
+  const response = await authFetch(out.discovery?.url ?? agentUrl, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 11, method: 'message/send', params: {} }),
+  });
+  const json = await response.json();
+  return { status: response.status, id: json.id, code: json.error?.code ?? null };
+});
 process.stdout.write(JSON.stringify(out) + '\n');

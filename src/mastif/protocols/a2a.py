@@ -114,19 +114,30 @@ class _NoTracebackForBadRequests(logging.Filter):
     """An invalid JSON-RPC request is the client's error, not the server's (issue 22).
 
     a2a-sdk logs a request it cannot validate (no ``jsonrpc`` member, params that do not
-    parse) with ``logger.exception``: a traceback at ERROR per request. The dispatcher
-    logs the same failure again right after as a one-line WARNING with the JSON-RPC code
-    and the parse error, which stays; the ERROR record with the traceback is dropped.
-    Server errors ("Unhandled exception", internal errors) keep their tracebacks.
+    parse) with ``logger.exception``: a traceback at ERROR per request. The v1.0
+    dispatcher logs the same failure again right after as a one-line WARNING with the
+    JSON-RPC code and the parse error, so its ERROR record is dropped; the v0.3 adapter
+    logs nothing else, so its record becomes that one line. Server errors ("Unhandled
+    exception", internal errors) keep their tracebacks.
     """
 
-    CLIENT_ERRORS = ("Failed to validate base JSON-RPC request", "Failed to parse request params")
+    DUPLICATES = ("Failed to validate base JSON-RPC request", "Failed to parse request params")
+    V03 = "Failed to validate base JSON-RPC request for v0.3"
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.msg not in self.CLIENT_ERRORS
+        if record.msg in self.DUPLICATES:
+            return False
+        if record.msg == self.V03:
+            exc = record.exc_info[1] if record.exc_info else None
+            first = str(exc).splitlines()[0] if exc is not None and str(exc) else ""
+            record.msg, record.args = "Invalid v0.3 JSON-RPC request refused: %s", (first,)
+            record.exc_info, record.exc_text = None, None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
 
 
-logging.getLogger("a2a.server.routes.jsonrpc_dispatcher").addFilter(_NoTracebackForBadRequests())
+for _name in ("a2a.server.routes.jsonrpc_dispatcher", "a2a.compat.v0_3.jsonrpc_adapter"):
+    logging.getLogger(_name).addFilter(_NoTracebackForBadRequests())
 
 #: (agent name, run_id, text of the message's text parts, its data part or {}) -> answer text
 AgentHandler = Callable[[str, str, str, dict[str, Any]], Awaitable[str]]
