@@ -2,7 +2,7 @@
 
 mastif's real MCP tool server and real A2A agents are served on loopback exactly as in a
 run; the official clients (``@modelcontextprotocol/sdk`` 1.x, ``@a2a-js/sdk`` 1.x for A2A
-v1.0) drive them from the Node scripts in ``tests/interop/``, each printing one JSON object
+v1.0 and 0.3.x for A2A v0.3) drive them from the Node scripts in ``tests/interop/``, each printing one JSON object
 of what its SDK saw, which is asserted here. The agents' "model" is a scripted handler; the
 tools are mastif's own. ``make setup`` installs the clients (``npm ci`` in tests/interop).
 """
@@ -72,7 +72,7 @@ class ScriptedAgents:
     async def __call__(self, agent: str, run_id: str, text: str, data: dict[str, Any]) -> str:
         if text == "wait":
             try:
-                await asyncio.sleep(60)
+                await asyncio.sleep(20)
             except asyncio.CancelledError:
                 self.cancelled += 1
                 raise
@@ -118,6 +118,7 @@ def test_a2a_v1_official_js_client(caplog):
     returned = seen["send_message_return_immediately"]
     assert returned["id"] == parked and returned["kind"] == "task"
     assert returned["state"] in {"TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"}
+    assert seen["working"]["state"] == "TASK_STATE_WORKING"
     assert seen["list_tasks"]["ids"] == sorted([done, parked])
     assert seen["list_tasks"]["states"] == ["TASK_STATE_COMPLETED", "TASK_STATE_WORKING"]
     assert seen["cancel_task"]["state"] == "TASK_STATE_CANCELED"
@@ -218,6 +219,7 @@ def test_a2a_v03_official_js_client(caplog):
     assert seen["get_task"] == seen["send_message"]
     assert seen["send_message_nonblocking"]["id"] == parked
     assert seen["send_message_nonblocking"]["state"] in {"submitted", "working"}
+    assert seen["working"]["state"] == "working"
     assert seen["cancel_task"]["state"] == "canceled"
     assert handle.cancelled == 1
     assert seen["cancel_completed_task"]["code"] == -32002

@@ -108,6 +108,15 @@ if (client) {
     parked = await client.sendMessage(send('wait', true));
     return taskView(parked);
   });
+  // the agent's work has begun once the task reads WORKING (the server runs it after answering)
+  await check('working', async () => {
+    for (let i = 0; i < 100; i++) {
+      const task = await client.getTask({ tenant: '', id: parked.id });
+      if (task.status?.state === TaskState.TASK_STATE_WORKING) return taskView(task);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    throw new Error('the parked task never reached WORKING');
+  });
   await check('list_tasks', async () => {
     const page = await client.listTasks({
       tenant: '',

@@ -79,6 +79,14 @@ if (client) {
     parked = await client.sendMessage(send('wait', false));
     return taskView(parked);
   });
+  await check('working', async () => {
+    for (let i = 0; i < 100; i++) {
+      const task = await client.getTask({ id: parked.id });
+      if (task.status?.state === 'working') return taskView(task);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    throw new Error('the parked task never reached working');
+  });
   await check('cancel_task', async () => taskView(await client.cancelTask({ id: parked.id })));
   await check('cancel_completed_task', async () => taskView(await client.cancelTask({ id: done.id })));
   await check('get_unknown_task', async () => taskView(await client.getTask({ id: 'no-such-task' })));
