@@ -45,9 +45,20 @@ ifneq ($(PIP_FIND_LINKS),)
 export UV_FIND_LINKS ?= $(PIP_FIND_LINKS)
 endif
 
-.PHONY: setup run test test-fast test-real-all lint lock dry-run clean llama-wheel llama-server
+.PHONY: setup run test test-fast test-real-all lint lock dry-run clean llama-wheel llama-server interop
 
-setup: $(STAMP) $(BIN)/llama-server $(CHROMIUM)
+setup: $(STAMP) $(BIN)/llama-server $(CHROMIUM) interop
+
+# the official TypeScript MCP and A2A clients of the conformance tests (tests/test_interop.py),
+# from the committed lockfile; without Node those tests skip and say so
+INTEROP := tests/interop
+interop:
+	@if ! command -v npm >/dev/null 2>&1; then \
+		echo "interop: node/npm not found, tests/test_interop.py will skip"; \
+	elif [ ! -f $(INTEROP)/node_modules/.package-lock.json ] || \
+		[ $(INTEROP)/package-lock.json -nt $(INTEROP)/node_modules/.package-lock.json ]; then \
+		cd $(INTEROP) && npm ci --no-audit --no-fund --loglevel=error; \
+	fi
 
 # the browser tools drive Debian's Chromium through Playwright (Playwright's own browser
 # download cannot work offline); needs root, as on these machines

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from typing import Any
 
@@ -19,6 +20,7 @@ from mastif.protocols.a2a import (
     A2ATaskFailed,
     AgentSpec,
     open_a2a_agents,
+    speaks_v1,
 )
 
 SPECS = [
@@ -59,7 +61,7 @@ def test_plain_sdk_client_reads_cards_and_completes_a_task():
                 assert card.name == spec.name
                 assert [s.id for s in card.skills] == [spec.skill_id]
                 assert [i.url for i in card.supported_interfaces] == [url]
-                assert url.endswith(f"/r/plain/{spec.name}")
+                assert url.endswith(f"/r/plain/{spec.name}/")
 
                 client = factory.create(card)
                 request = SendMessageRequest(
@@ -192,3 +194,59 @@ def test_agent_names_must_be_unique_url_segments():
         asyncio.run(main([SPECS[0], SPECS[0]]))
     with pytest.raises(ValueError, match="path segment"):
         asyncio.run(main([AgentSpec("a/b", "", "s", "S", "")]))
+
+
+def test_a2a_card_for_v1_clients_is_unchanged_by_v03_support():
+    """Only a request without ``A2A-Version: 1.x`` gets the v0.3 card fields: a v1.0
+    client (ours included) reads and pays for the same card as before."""
+
+    async def main() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with open_a2a_agents(SPECS, Recorder()) as agents:
+            url = agents.agent_url("card", "worker")
+            auth = {"Authorization": f"Bearer {agents.key.token}"}
+            async with httpx.AsyncClient(trust_env=False, timeout=10) as http:
+                card_url = url + ".well-known/agent-card.json"
+                v1 = (await http.get(card_url, headers={**auth, "A2A-Version": "1.0"})).json()
+                v03 = (await http.get(card_url, headers=auth)).json()
+            # mastif's own orchestrator client asks for the v1.0 card
+            async with A2AOrchestratorClient(agents, "card") as client:
+                ours = await client.card("worker")
+            assert [i.protocol_version for i in ours.supported_interfaces] == ["1.0"]
+            return v1, v03
+
+    v1, v03 = asyncio.run(main())
+    assert [i["protocolVersion"] for i in v1["supportedInterfaces"]] == ["1.0"]
+    assert "url" not in v1 and "protocolVersion" not in v1
+    assert [i["protocolVersion"] for i in v03["supportedInterfaces"]] == ["1.0", "0.3"]
+    assert v03["protocolVersion"] == "0.3" and v03["url"] == v1["supportedInterfaces"][0]["url"]
+
+
+def test_speaks_v1_reads_the_a2a_version_header():
+    assert not speaks_v1(None) and not speaks_v1("") and not speaks_v1("0.3")
+    assert speaks_v1("1.0") and speaks_v1("1") and speaks_v1(" 2.1 ") and speaks_v1("v1")
+
+
+def test_invalid_requests_log_one_line_and_no_traceback(caplog):
+    """A client's malformed request is a WARNING line, never an ERROR with a traceback."""
+    caplog.set_level(logging.INFO)
+
+    async def main() -> list[int]:
+        async with open_a2a_agents(SPECS, Recorder()) as agents, local_http(agents) as http:
+            url = agents.agent_url("bad", "worker")
+            v1 = {"A2A-Version": "1.0"}
+            bodies = [
+                ({"id": 1, "method": "GetTask", "params": {"id": "x"}}, v1),  # no jsonrpc
+                ({"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": 5}}, v1),
+                ({"jsonrpc": "2.0", "id": 3, "method": "message/send", "params": {}}, {}),
+            ]
+            codes = []
+            for body, headers in bodies:
+                response = await http.post(url, json=body, headers=headers)
+                codes.append(response.json()["error"]["code"])
+            return codes
+
+    assert asyncio.run(main()) == [-32600, -32602, -32600]
+    records = [r for r in caplog.records if r.name.startswith("a2a.")]
+    assert not [r for r in records if r.exc_info or r.levelno >= logging.ERROR]
+    assert len([r for r in records if r.levelno == logging.WARNING]) == 3
+    assert all("\n" not in r.getMessage() for r in records)

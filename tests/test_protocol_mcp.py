@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -252,3 +253,37 @@ def test_server_stops_when_the_block_raises_with_a_client_still_connected() -> N
     # the body's own exception comes out, not wrapped in an ExceptionGroup
     assert type(raised) is KeyError and raised.args == ("boom",)
     assert refuses(ports[0])
+
+
+def test_invalid_requests_and_unknown_tools_log_one_line(caplog) -> None:
+    """An unknown method costs one WARNING line (the SDK's pydantic report was ~60), an
+    unknown tool none (the call is recorded as failed); no traceback, nothing at ERROR."""
+    caplog.set_level(logging.INFO)
+
+    async def main() -> dict[str, Any]:
+        async with open_mcp_server(TOOLS) as server:
+            url = server.url_for("run-q", "agent")
+            async with mcp_session(url, server.http_client_factory) as session:
+                unknown_tool = await session.call_tool("no_such_tool", {})
+            async with server.http_client_factory() as http:
+                headers = {"Accept": "application/json, text/event-stream"}
+                init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                    "protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "0"}}}  # fmt: skip
+                response = await http.post(url, json=init, headers=headers)
+                headers["Mcp-Session-Id"] = response.headers["mcp-session-id"]
+                done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+                await http.post(url, json=done, headers=headers)
+                bogus = {"jsonrpc": "2.0", "id": 2, "method": "no/such/method", "params": {}}
+                response = await http.post(url, json=bogus, headers=headers)
+                await http.delete(url, headers=headers)
+        data = [line for line in response.text.splitlines() if line.startswith("data:")]
+        return {"tool_error": unknown_tool.isError, "reply": json.loads(data[0][5:])}
+
+    seen = asyncio.run(main())
+    assert seen["tool_error"] is True
+    assert seen["reply"]["id"] == 2 and seen["reply"]["error"]["code"] in {-32601, -32602}
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+    assert not [r for r in caplog.records if "not listed" in r.getMessage()]
+    invalid = [r.getMessage() for r in caplog.records if "Failed to validate" in r.getMessage()]
+    assert len(invalid) == 1 and "\n" not in invalid[0]

@@ -3,13 +3,15 @@
 Each workflow node (or the single worker) is an A2A agent described by an :class:`AgentSpec`.
 All agents live in ONE ASGI app served by :func:`~mastif.protocols.wire.serve_asgi` behind
 the :class:`~mastif.protocols.wire.WireMeter`. An agent is reached at
-``{base_url}/r/{run_id}/{agent}``: its agent card is under that URL at the SDK's well-known
-path (``/.well-known/agent-card.json``) and its JSON-RPC endpoint is the URL itself. The
-orchestrator (:class:`A2AOrchestratorClient`, one per run) resolves each agent's card once,
-builds an a2a-sdk client from it and delegates subtasks as A2A ``SendMessage`` calls: a user
-``Message`` with a text part and a data part, ``context_id`` = run id. The agent answers with
-a ``Task`` that ends completed (one text artifact holding the answer) or failed (the status
-message carries the error).
+``{base_url}/r/{run_id}/{agent}/`` (trailing slash: stock clients resolve the card's path
+relative to it, see :meth:`A2AAgents.agent_url`): its agent card is under that URL at the
+well-known path (``.well-known/agent-card.json``) and its JSON-RPC endpoint is the URL
+itself. The origin root serves no card (docs/protocols.md, "Served versions and foreign
+clients"). The orchestrator (:class:`A2AOrchestratorClient`, one per run) resolves each
+agent's card once, builds an a2a-sdk client from it and delegates subtasks as A2A
+``SendMessage`` calls: a user ``Message`` with a text part and a data part, ``context_id`` =
+run id. The agent answers with a ``Task`` that ends completed (one text artifact holding the
+answer) or failed (the status message carries the error).
 
 Only the orchestrator's clients are served: the agents' server has a
 :class:`~mastif.protocols.wire.LoopbackKey` (:attr:`A2AAgents.key`), every request without it
@@ -30,6 +32,11 @@ what A2A cost the run, defined and measured as for MCP (:mod:`mastif.protocols.w
 orchestrator agent's work contains its own exchanges with the node agents; they are timed
 both inside its work and as exchanges, so they cancel and each exchange's overhead counts once.
 
+Versions: A2A v1.0, and v0.3 on the same endpoint for the clients still deployed (a2a-sdk's
+v0.3 adapter routes v0.3 method names such as ``message/send``; the card gets the v0.3
+fields when requested without ``A2A-Version: 1.x``, which is how the spec tells a v0.3
+client; v1.0 clients, ours included, get the same card and bytes as without it).
+
 a2a-sdk (1.x) pieces used. Server: ``AgentExecutor`` subclass + ``TaskUpdater``,
 ``DefaultRequestHandler`` with ``InMemoryTaskStore``, ``create_jsonrpc_routes`` with a
 ``ServerCallContextBuilder`` that hands the run to the executor, and a card route serving
@@ -43,6 +50,7 @@ see the request, and the card's interface URL depends on the request's run. Clie
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections import Counter
@@ -78,7 +86,9 @@ from a2a.types import (
 )
 from a2a.utils.constants import (
     AGENT_CARD_WELL_KNOWN_PATH,
+    PROTOCOL_VERSION_0_3,
     PROTOCOL_VERSION_CURRENT,
+    VERSION_HEADER,
     TransportProtocol,
 )
 from starlette.applications import Starlette
@@ -99,10 +109,46 @@ from mastif.protocols.wire import (
     serve_asgi,
 )
 
+
+class _NoTracebackForBadRequests(logging.Filter):
+    """An invalid JSON-RPC request is the client's error, not the server's (issue 22).
+
+    a2a-sdk logs a request it cannot validate (no ``jsonrpc`` member, params that do not
+    parse) with ``logger.exception``: a traceback at ERROR per request. The v1.0
+    dispatcher logs the same failure again right after as a one-line WARNING with the
+    JSON-RPC code and the parse error, so its ERROR record is dropped; the v0.3 adapter
+    logs nothing else, so its record becomes that one line. Server errors ("Unhandled
+    exception", internal errors) keep their tracebacks.
+    """
+
+    DUPLICATES = ("Failed to validate base JSON-RPC request", "Failed to parse request params")
+    V03 = "Failed to validate base JSON-RPC request for v0.3"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg in self.DUPLICATES:
+            return False
+        if record.msg == self.V03:
+            exc = record.exc_info[1] if record.exc_info else None
+            first = str(exc).splitlines()[0] if exc is not None and str(exc) else ""
+            record.msg, record.args = "Invalid v0.3 JSON-RPC request refused: %s", (first,)
+            record.exc_info, record.exc_text = None, None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+for _name in ("a2a.server.routes.jsonrpc_dispatcher", "a2a.compat.v0_3.jsonrpc_adapter"):
+    logging.getLogger(_name).addFilter(_NoTracebackForBadRequests())
+
 #: (agent name, run_id, text of the message's text parts, its data part or {}) -> answer text
 AgentHandler = Callable[[str, str, str, dict[str, Any]], Awaitable[str]]
 
 AGENT_VERSION = "1.0.0"
+# all agents of a job share one origin, so none owns /.well-known/agent-card.json there
+_NOT_AN_AGENT = (
+    "no such agent: each agent's URL is {origin}/r/{run_id}/{agent}/ (with the trailing "
+    "slash), its card at {origin}/r/{run_id}/{agent}/.well-known/agent-card.json; "
+    "the origin root serves no card"
+)
 _TERMINAL = {
     TaskState.TASK_STATE_COMPLETED,
     TaskState.TASK_STATE_FAILED,
@@ -133,8 +179,14 @@ class A2ATaskFailed(RuntimeError):
         self.state = state
 
 
-def agent_card(spec: AgentSpec, url: str) -> AgentCard:
-    """The card of ``spec`` whose (only) JSON-RPC interface is ``url``."""
+def agent_card(spec: AgentSpec, url: str, *, v03: bool = False) -> AgentCard:
+    """The card of ``spec`` whose JSON-RPC interface is ``url``.
+
+    ``v03``: the same endpoint is listed a second time as an A2A v0.3 interface, which
+    makes :func:`agent_card_to_dict` add the v0.3 card fields (``url``,
+    ``protocolVersion``, ``preferredTransport``...) that v0.3 clients read.
+    """
+    versions = [PROTOCOL_VERSION_CURRENT] + ([PROTOCOL_VERSION_0_3] if v03 else [])
     return AgentCard(
         name=spec.name,
         description=spec.description,
@@ -143,8 +195,9 @@ def agent_card(spec: AgentSpec, url: str) -> AgentCard:
             AgentInterface(
                 url=url,
                 protocol_binding=TransportProtocol.JSONRPC.value,
-                protocol_version=PROTOCOL_VERSION_CURRENT,
+                protocol_version=version,
             )
+            for version in versions
         ],
         # non-streaming: one blocking SendMessage per delegation keeps the exchange countable
         capabilities=AgentCapabilities(streaming=False, push_notifications=False),
@@ -159,6 +212,18 @@ def agent_card(spec: AgentSpec, url: str) -> AgentCard:
             )
         ],
     )
+
+
+def speaks_v1(version: str | None) -> bool:
+    """Whether an ``A2A-Version`` header value asks for v1.0 or later.
+
+    A request without the header is a v0.3 client's, as the A2A v1.0 spec and a2a-sdk's
+    ``validate_version`` read it; a value that does not parse is taken as current.
+    """
+    if not version or not version.strip():
+        return False
+    major = version.strip().split(".", 1)[0]
+    return not major.isdigit() or int(major) >= 1
 
 
 def _restore_ints(value: Any) -> Any:
@@ -259,7 +324,13 @@ class A2AAgents:
         self.key = LoopbackKey()
 
     def agent_url(self, run_id: str, agent: str) -> str:
-        return f"{self.base_url}/r/{run_id}/{agent}"
+        """The agent's URL for ``run_id``: its JSON-RPC endpoint, and its card's base.
+
+        It ends with "/" so that a stock client's URL resolution (WHATWG ``new URL(
+        ".well-known/agent-card.json", url)``, as in ``@a2a-js/sdk``'s ``createFromUrl``)
+        stays under the agent: without it the last segment, the agent, would be replaced.
+        """
+        return f"{self.base_url}/r/{run_id}/{agent}/"
 
     def http_client(self) -> httpx.AsyncClient:
         """An httpx client for the agents: sends their key, times exchanges for their runs."""
@@ -285,10 +356,15 @@ class A2AAgents:
 
         async def card(request: Request) -> Response:
             run_id, agent = scope_run(request.scope)
-            return JSONResponse(agent_card_to_dict(agent_card(spec, self.agent_url(run_id, agent))))
+            url = self.agent_url(run_id, agent)
+            v03 = not speaks_v1(request.headers.get(VERSION_HEADER))
+            return JSONResponse(agent_card_to_dict(agent_card(spec, url, v03=v03)))
 
         routes = [Route(AGENT_CARD_WELL_KNOWN_PATH, card, methods=["GET"])]
-        routes += create_jsonrpc_routes(handler, rpc_url="/", context_builder=_RunContextBuilder())
+        # v0.3 methods (message/send, tasks/get, ...) are told apart from v1.0's by name
+        routes += create_jsonrpc_routes(
+            handler, rpc_url="/", context_builder=_RunContextBuilder(), enable_v0_3_compat=True
+        )
         return Starlette(routes=routes)
 
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -297,7 +373,7 @@ class A2AAgents:
             _, agent = scope_run(scope)
             app = self._apps[agent]
         except LookupError:  # no /r/{run}/{agent}/ prefix, or no such agent
-            response = PlainTextResponse("no such agent", status_code=404)
+            response = PlainTextResponse(_NOT_AN_AGENT, status_code=404)
             await response(scope, receive, send)
             return
         await app(scope, receive, send)

@@ -91,7 +91,32 @@ class _DropClosedStandaloneStream(logging.Filter):
         )
 
 
+class _QuietInvalidRequests(logging.Filter):
+    """One line, not a page, for what a client got wrong (issue 22).
+
+    The SDK logs a request that fails validation (e.g. an unknown method) on the root
+    logger with pydantic's full report, ~60 lines per request; it is cut to its first
+    line. A call of an unknown tool is a failed tool call that ``on_call`` records (the
+    model asked for it), not a server problem: its "not listed" warning is dropped.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.msg
+        if not isinstance(msg, str):
+            return True
+        if record.name == "mcp.server.lowlevel.server" and msg.startswith("Tool '%s' not listed"):
+            return False
+        if record.name == "root" and msg.startswith("Failed to validate request:"):
+            record.msg = msg.split("\n", 1)[0] + " (an invalid MCP request, refused)"
+            record.args = None
+        return True
+
+
 logging.getLogger("mcp.server.streamable_http").addFilter(_DropClosedStandaloneStream())
+logging.getLogger("mcp.server.lowlevel.server").addFilter(_QuietInvalidRequests())
+# the SDK logs request validation failures with logging.warning(), i.e. on the root logger;
+# the filter only touches that one message
+logging.getLogger().addFilter(_QuietInvalidRequests())
 
 
 class McpToolServer:
