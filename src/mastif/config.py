@@ -130,6 +130,7 @@ class ValuesSpec(_Frozen):
     corpus: str
     threshold: float | None
     sensitivity_thresholds: tuple[float, ...]
+    backend: Literal["onnx", "torch"] = "onnx"
 
 
 class StatsSpec(_Frozen):

@@ -15,6 +15,15 @@ from pathlib import Path
 
 #: overrides the ``resources`` directory (tests, relocated data)
 RESOURCES_ENV = "MASTIF_RESOURCES"
+#: overrides mastif's per-machine cache (``~/.cache/mastif``: the llama.cpp builds, the
+#: Mind2Web extracts, the exported embedding model)
+CACHE_ENV = "MASTIF_CACHE"
+
+
+def cache_dir() -> Path:
+    """mastif's per-machine cache: ``$MASTIF_CACHE``, else ``~/.cache/mastif``."""
+    override = os.environ.get(CACHE_ENV)
+    return Path(override).expanduser() if override else Path.home() / ".cache" / "mastif"
 
 
 def data_root() -> Path:

@@ -310,6 +310,26 @@ def load_minilm_embedder(batch_size: int = 64, device: str = "cpu") -> Embedder:
     return embed
 
 
+#: how the embeddings are computed (config ``values.backend``): the same model either way
+EMBEDDING_BACKENDS = ("onnx", "torch")
+
+
+def load_value_embedder(backend: str = "onnx", threads: int = 1) -> Embedder:
+    """all-MiniLM-L6-v2 on ONNX Runtime (:mod:`mastif.minilm_onnx`, no torch import) or on
+    sentence-transformers/torch, computing with ``threads`` threads."""
+    if backend == "onnx":
+        from mastif.minilm_onnx import load_minilm_onnx_embedder
+
+        return load_minilm_onnx_embedder(threads)
+    if backend == "torch":
+        import torch
+
+        # torch uses every core by default: keep it to the job's threads
+        torch.set_num_threads(threads)
+        return load_minilm_embedder()
+    raise ValueError(f"values.backend: {backend!r} is not one of {list(EMBEDDING_BACKENDS)}")
+
+
 # --- Eq. 8 -----------------------------------------------------------------------------
 
 ValueSet = set[str] | frozenset[str]

@@ -15,5 +15,6 @@ rule tag_values:
         corpus=config["values"]["corpus"],
         threshold=config["values"]["threshold"],
         sensitivity_thresholds=config["values"]["sensitivity_thresholds"],
+        backend=config["values"]["backend"],
     script:
         "../scripts/tag_values.py"

@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 
 from mastif.atomic import write_atomically
+from mastif.paths import cache_dir
 from mastif.tasks.model import Task
 from mastif.tasks.records import RecordError, tasks_from_records
 
@@ -35,7 +36,6 @@ SPLITS = ("train", "test_task", "test_website", "test_domain")
 TEST_ARCHIVE = "test.zip"
 #: the fields a task needs; the rest of a record (page HTML per step) is not kept
 KEEP = ("annotation_id", "website", "domain", "subdomain", "confirmed_task", "action_reprs")
-CACHE_ENV = "MASTIF_CACHE"
 
 
 class HubError(ValueError):
@@ -43,9 +43,7 @@ class HubError(ValueError):
 
 
 def extract_cache_dir() -> Path:
-    override = os.environ.get(CACHE_ENV)
-    base = Path(override).expanduser() if override else Path.home() / ".cache" / "mastif"
-    return base / "mind2web"
+    return cache_dir() / "mind2web"
 
 
 def load_mind2web(
