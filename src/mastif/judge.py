@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import openai
 import polars as pl
 
@@ -260,7 +261,11 @@ def judge_one(
     """
     key = key or run_id
     client = openai.OpenAI(
-        base_url=gateway.base_url_for(key, "judge"), api_key=gateway.token, max_retries=0
+        base_url=gateway.base_url_for(key, "judge"),
+        api_key=gateway.token,
+        max_retries=0,
+        # no certificate store to load per judgement: the gateway is plain HTTP on loopback
+        http_client=httpx.Client(verify=False),  # noqa: S501
     )
     response_format = {
         "type": "json_schema",
@@ -299,6 +304,7 @@ def judge_one(
         except openai.APIError as exc:
             error = f"{type(exc).__name__}: {exc}"
         log.warning("judge attempt %d for run %s failed: %s", attempts, run_id, error)
+    client.close()
     calls = gateway.end_run(key)
     row: dict[str, Any] = {
         "judge_status": "ok" if judgement else "judge_failed",
