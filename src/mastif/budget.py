@@ -404,3 +404,19 @@ class BudgetGate:
         """Give back the reservations of runs that did not finish (the job is ending)."""
         held, self._held = self._held, set()
         self.ledger.release(sorted(held))
+
+
+def job_gate(
+    raw_budget: Mapping[str, Any] | None,
+    price: ModelPrice | None,
+    stack: Stack,
+    expires_in_s: float,
+    ledger: Path = LEDGER,
+) -> BudgetGate | None:
+    """A job's gate on the experiment's ledger for config ``execution.budget``
+    (``raw_budget``), or ``None`` when it caps nothing. ``expires_in_s``: how long a
+    reservation of a job killed outright still counts."""
+    limit = BudgetLimit.from_mapping(raw_budget)
+    if not limit.capped:
+        return None
+    return BudgetGate(Ledger(ledger), limit, price, stack, expires_in_s)

@@ -12,14 +12,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 
-from mastif.budget import (
-    LEDGER,
-    RESERVATION_GRACE_S,
-    BudgetGate,
-    BudgetLimit,
-    BudgetReached,
-    Ledger,
-)
+from mastif.budget import RESERVATION_GRACE_S, BudgetReached, job_gate
 from mastif.config import ModelPrice, Stack, stack_job_config
 from mastif.runner import execute_stack, parse_scatteritem, setup_model_job
 from mastif.tasks import tasks_from_frame
@@ -57,18 +50,14 @@ tasks = tasks_from_frame(pl.read_parquet(snakemake.input.tasks))
 # The budget and the price it is counted at are read from the config, not params: neither
 # changes a run this job writes, and a param would make Snakemake rerun every finished
 # stack (whose checkpoints are gone) when the budget is raised to continue.
-limit = BudgetLimit.from_mapping(snakemake.config["execution"]["budget"])
 price = snakemake.config["models"][w.model]["price"]
-budget = None
-if limit.capped:
-    budget = BudgetGate(
-        Ledger(LEDGER),
-        limit,
-        ModelPrice.model_validate(price) if price is not None else None,
-        stack,
-        # a reservation outlives its run only if the job was killed outright
-        expires_in_s=config.generation.timeout_s + RESERVATION_GRACE_S,
-    )
+budget = job_gate(
+    snakemake.config["execution"]["budget"],
+    ModelPrice.model_validate(price) if price is not None else None,
+    stack,
+    # a reservation outlives its run only if the job was killed outright
+    expires_in_s=config.generation.timeout_s + RESERVATION_GRACE_S,
+)
 try:
     traces = execute_stack(
         config,

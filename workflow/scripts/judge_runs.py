@@ -12,14 +12,7 @@ from pathlib import Path
 
 import polars as pl
 
-from mastif.budget import (
-    LEDGER,
-    RESERVATION_GRACE_S,
-    BudgetGate,
-    BudgetLimit,
-    BudgetReached,
-    Ledger,
-)
+from mastif.budget import RESERVATION_GRACE_S, BudgetReached, job_gate
 from mastif.config import ModelPrice, Stack, model_spec
 from mastif.judge import JudgeClip, JudgeSettings
 from mastif.judging import JudgeBudget, JudgeCheckpoint, judge_panel_runs
@@ -62,26 +55,23 @@ def open_gateway(model_id):
 
 # The budget and the judges' prices come from the config, not params (as in execute_stack):
 # neither changes a judgement, and raising the budget to continue must not rerun finished
-# stacks.
-limit = BudgetLimit.from_mapping(snakemake.config["execution"]["budget"])
+# stacks. A judgement takes at most its attempts' requests; its reservation outlives it
+# only if the job was killed outright.
+longest_s = max(
+    model_spec(m, s, base_dir=Path.cwd()).options.request_timeout_s
+    for m, s in p.judge_model_specs.items()
+)
+gate = job_gate(
+    snakemake.config["execution"]["budget"],
+    None,  # each judge's own price below
+    Stack(w.model, w.protocol, w.framework),
+    expires_in_s=p.attempts * longest_s + RESERVATION_GRACE_S,
+)
 budget = None
-if limit.capped:
+if gate is not None:
     prices = {m: snakemake.config["models"][m]["price"] for m in p.judge_models}
-    # a judgement takes at most its attempts' requests; its reservation outlives it only
-    # if the job was killed outright
-    longest_s = max(
-        model_spec(m, s, base_dir=Path.cwd()).options.request_timeout_s
-        for m, s in p.judge_model_specs.items()
-    )
     budget = JudgeBudget(
-        BudgetGate(
-            Ledger(LEDGER),
-            limit,
-            None,
-            Stack(w.model, w.protocol, w.framework),
-            expires_in_s=p.attempts * longest_s + RESERVATION_GRACE_S,
-        ),
-        {m: None if v is None else ModelPrice.model_validate(v) for m, v in prices.items()},
+        gate, {m: None if v is None else ModelPrice.model_validate(v) for m, v in prices.items()}
     )
 checkpoint = JudgeCheckpoint(Path(p.checkpoint))
 try:
