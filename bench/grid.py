@@ -365,6 +365,8 @@ class TreeSampler(threading.Thread):
         self.peak_rss = 0
         self.cpu: dict[int, tuple[str, float]] = {}
         self.rule_of: dict[int, str] = {}
+        #: pid -> [(unix time, CPU seconds so far)]
+        self.series: dict[int, list[tuple[float, float]]] = defaultdict(list)
 
     def _rule(self, proc: Any) -> str:
         import psutil
@@ -400,6 +402,7 @@ class TreeSampler(threading.Thread):
                     t = p.cpu_times()
                     rss += p.memory_info().rss
                     self.cpu[p.pid] = (self._rule(p), t.user + t.system)
+                    self.series[p.pid].append((time.time(), t.user + t.system))
                 except psutil.Error:
                     continue
             self.peak_rss = max(self.peak_rss, rss)
@@ -685,6 +688,8 @@ def main() -> None:
         "wall_s": wall,
         "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
         "peak_rss_mib": sampler.peak_rss / 2**20, "cpu_s_by_rule": sampler.cpu_by_rule(),
+        "cpu_series": {str(pid): {"rule": sampler.cpu[pid][0], "samples": sampler.series[pid]}
+                       for pid in sampler.cpu},
         "endpoint": endpoint,
     }  # fmt: skip
     # the measurements: --reanalyse DIR analyses them again (with --keep DIR)
