@@ -463,17 +463,6 @@ def snakemake_log(workdir: Path) -> dict[str, Any]:
     return {"log": str(log), "jobs": done, "capacities": capacities}
 
 
-def first_log_stamp(path: Path) -> datetime | None:
-    try:
-        with path.open(errors="replace") as fh:
-            for line in fh:
-                if m := re.match(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ", line):
-                    return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f")
-    except OSError:
-        return None
-    return None
-
-
 def check_rows(workdir: Path, expected_stacks: list[str], tasks: int) -> dict[str, Any]:
     """Every run and judgement exactly once: runs per stack file, unique run ids, judged rows
     one per run (per judge and repeat)."""
@@ -512,62 +501,184 @@ def check_rows(workdir: Path, expected_stacks: list[str], tasks: int) -> dict[st
     return out
 
 
-def measure_costs(workdir: Path, log: dict[str, Any], cpu: dict[str, float], rows: dict[str, Any],
-                  endpoint: dict[str, Any]) -> tuple[JobCosts, dict[str, Any]]:  # fmt: skip
-    """The projection's per-job quantities from this run (mastif.projection.JobCosts)."""
+_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
+
+
+def log_stamps(path: Path, needle: str = "") -> list[datetime]:
+    """Timestamps of a job log's lines (mastif.logsetup's format) that contain ``needle``."""
+    out = []
+    try:
+        with path.open(errors="replace") as fh:
+            for line in fh:
+                if (m := _LINE.match(line)) and needle in line:
+                    out.append(datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f"))
+    except OSError:
+        pass
+    return out
+
+
+def merge(windows: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(windows):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def cpu_in(series: dict[str, Any], rule: str, windows: list[tuple[float, float]]) -> float:
+    """CPU seconds the rule's processes used inside ``windows`` (unix times): each sampled
+    increment counted where its interval's midpoint falls."""
+    total = 0.0
+    for d in series.values():
+        if d["rule"] != rule:
+            continue
+        smp = d["samples"]
+        for (t0, c0), (t1, c1) in zip(smp, smp[1:], strict=False):
+            mid = (t0 + t1) / 2
+            if any(a <= mid <= b for a, b in windows):
+                total += c1 - c0
+    return total
+
+
+_TAG_PROBE = """
+import json, sys, time
+import polars as pl, torch
+torch.set_num_threads(1)
+from mastif.values import ValueTagger, load_minilm_embedder, load_value_corpus, tag_runs
+from mastif.values import DEFAULT_THRESHOLD
+t0 = time.perf_counter()
+tagger = ValueTagger(load_value_corpus(sys.argv[2]), load_minilm_embedder(),
+                     threshold=DEFAULT_THRESHOLD)
+t1 = time.perf_counter()
+runs = pl.read_parquet(sys.argv[1])
+tag_runs(runs, tagger, [])
+t2 = time.perf_counter()
+print(json.dumps({"load_s": t1 - t0, "tag_s": t2 - t1, "runs": runs.height}))
+"""
+
+
+def tag_probe(repo: Path, workdir: Path) -> dict[str, Any] | None:
+    """The embedding model's load and one stack's tagging, timed apart in a process of the
+    checkout's mastif (one thread, after the grid): tag_values logs neither."""
+    files = sorted((workdir / "results/runs").rglob("*.parquet"))
+    if not files:
+        return None
+    corpus = repo / "resources/values/corpus.json"
+    env = {**os.environ, "PYTHONPATH": f"{repo / 'src'}:{repo}"}
+    proc = subprocess.run([sys.executable, "-c", _TAG_PROBE, str(files[0]), str(corpus)],
+                          capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
+    if proc.returncode != 0:
+        print(f"tag probe failed: {proc.stderr[-1500:]}", file=sys.stderr)
+        return None
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def measure_costs(workdir: Path, log: dict[str, Any], raw: dict[str, Any],
+                  rows: dict[str, Any]) -> tuple[JobCosts, dict[str, Any]]:  # fmt: skip
+    """The projection's per-job quantities from this run (mastif.projection.JobCosts).
+
+    * execute: a job's fixed part (start-up, imports, building the stack, writing) is its
+      duration less the span of its runs (first start to last end, from results/runs); harness
+      CPU per call is the execute processes' CPU inside the runs' spans over the calls made;
+    * judge: the fixed part is the time to the first judgement's log line less one call's
+      latency; CPU per judge call from the judge processes' CPU between then and the last;
+    * tagging: the fixed part is the time to the embedding model's load line; the rest of
+      the job over its runs is tagging per run (the model's load counted there: pessimistic
+      for jobs of many runs);
+    * tail: the last job's end less the last execute, gather, judge or tagging job's end.
+    Snakemake's job times have one-second resolution.
+    """
+    import polars as pl
+
+    series = raw.get("cpu_series") or {}
+    latency = raw["latency_s"]
     by_rule: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for j in log["jobs"]:
         by_rule[j["rule"]].append(j)
 
-    def startup(rule: str) -> float:
-        """Mean seconds from a job's start (Snakemake's log, 1-s resolution) to its script's
-        first log line: interpreter, imports, Snakemake's script preamble."""
-        gaps = []
-        for j in by_rule[rule]:
-            logs = [p for p in j["logs"] if not p.endswith("server.log")]
-            first = first_log_stamp(workdir / logs[0]) if logs else None
-            if first is not None:
-                gaps.append(max(0.0, (first - j["start"]).total_seconds()))
-        return sum(gaps) / len(gaps) if gaps else 0.0
+    def span(j: dict[str, Any]) -> float:
+        return (j["finish"] - j["start"]).total_seconds()
 
-    def job_s(rule: str) -> float:
-        return sum((j["finish"] - j["start"]).total_seconds() for j in by_rule[rule])
+    def script_log(j: dict[str, Any]) -> Path | None:
+        logs = [p for p in j["logs"] if not p.endswith("server.log")]
+        return workdir / logs[0] if logs else None
 
     runs = max(1, rows["runs"])
-    n_exec, n_judge, n_tag = (max(1, len(by_rule[r]))
-                              for r in ("execute_stack", "judge_runs", "tag_values"))  # fmt: skip
+    # execute: runs' spans per stack
+    exec_fixed, exec_windows = [], []
+    for j in by_rule["execute_stack"]:
+        lp = script_log(j)
+        if lp is None:
+            continue
+        stack = "/".join(lp.relative_to(workdir / "logs/execute_stack").parts[:3])
+        f = workdir / "results/runs" / f"{stack}.parquet"
+        if not f.exists():
+            continue
+        r = pl.read_parquet(f, columns=["started_at", "wall_seconds"])
+        starts = [t.timestamp() for t in r["started_at"]]
+        ends = [a + w for a, w in zip(starts, r["wall_seconds"], strict=True)]
+        exec_windows.append((min(starts), max(ends)))
+        exec_fixed.append(max(0.0, span(j) - (max(ends) - min(starts))))
     agent_calls = rows["calls_per_run"] * runs
-    judge_calls = endpoint.get(f"model.{JUDGE}", 0)
-    su_exec, su_judge, su_tag = (
-        startup("execute_stack"),
-        startup("judge_runs"),
-        startup("tag_values"),
-    )
-    cpu_exec = cpu.get("execute_stack", 0.0)
-    cpu_judge = cpu.get("judge_runs", 0.0)
+    exec_cpu = cpu_in(series, "execute_stack", merge(exec_windows))
+    # judge
+    judge_fixed, judge_windows = [], []
+    for j in by_rule["judge_runs"]:
+        lp = script_log(j)
+        stamps = log_stamps(lp, "mastif.judging: judge") if lp else []
+        if stamps:
+            first = (stamps[0] - j["start"]).total_seconds() - latency
+            judge_fixed.append(max(0.0, first))
+            judge_windows.append((stamps[0].timestamp() - latency, stamps[-1].timestamp()))
+    judge_calls = raw["endpoint"].get(f"model.{JUDGE}", 0)
+    judge_cpu = cpu_in(series, "judge_runs", merge(judge_windows))
+    # tagging: the job's time to the model's load line, the load and tagging per run from
+    # the probe (the jobs log neither)
+    tag_fixed, tag_rest = [], []
+    for j in by_rule["tag_values"]:
+        lp = script_log(j)
+        stamps = log_stamps(lp, "Loading SentenceTransformer") if lp else []
+        if stamps:
+            fixed = max(0.0, (stamps[0] - j["start"]).total_seconds())
+            tag_fixed.append(fixed)
+            tag_rest.append(max(0.0, span(j) - fixed))
+    probe = raw.get("tag_probe")
+    if probe:
+        tag_startup = (sum(tag_fixed) / len(tag_fixed) if tag_fixed else 0.0) + probe["load_s"]
+        tag_per_run = probe["tag_s"] / max(1, probe["runs"])
+    else:  # the model's load counted per run: pessimistic for jobs of many runs
+        tag_startup = sum(tag_fixed) / len(tag_fixed) if tag_fixed else 0.0
+        tag_per_run = sum(tag_rest) / runs
     main_rules = ("execute_stack", "gather_runs", "judge_runs", "tag_values")
     last_main = max((j["finish"] for j in log["jobs"] if j["rule"] in main_rules), default=None)
     end = max(j["finish"] for j in log["jobs"])
-    tag_per_job = job_s("tag_values") / n_tag
+
+    def mean(xs: list[float]) -> float:
+        return sum(xs) / len(xs) if xs else 0.0
+
     costs = JobCosts(
         calls_per_run=rows["calls_per_run"],
-        cpu_per_call_s=max(0.0, cpu_exec - su_exec * n_exec) / max(1.0, agent_calls),
-        startup_s=su_exec,
+        cpu_per_call_s=exec_cpu / max(1.0, agent_calls),
+        startup_s=mean(exec_fixed),
         judge_calls_per_run=judge_calls / runs,
-        judge_cpu_per_call_s=max(0.0, cpu_judge - su_judge * n_judge) / max(1, judge_calls),
-        judge_startup_s=su_judge,
-        # the model's load is in the job's start-up or its first run: tagging per run is the
-        # job's time less a fixed part (start-up); the embedding model's load counts there
-        tag_startup_s=su_tag,
-        tag_s_per_run=max(0.0, tag_per_job - su_tag) * n_tag / runs,
+        judge_cpu_per_call_s=judge_cpu / max(1, judge_calls),
+        judge_startup_s=mean(judge_fixed),
+        tag_startup_s=tag_startup,
+        tag_s_per_run=tag_per_run,
         tail_s=(end - last_main).total_seconds() if last_main else 0.0,
     )
+    first_judge = min((j["start"] for j in by_rule["judge_runs"]), default=None)
+    last_exec = max((j["finish"] for j in by_rule["execute_stack"]), default=None)
     detail = {
         "jobs": {r: len(v) for r, v in by_rule.items()},
-        "job_s": {r: job_s(r) for r in by_rule},
-        "startup_s": {"execute_stack": su_exec, "judge_runs": su_judge, "tag_values": su_tag},
-        "cpu_s_by_rule": cpu,
+        "job_s": {r: sum(span(j) for j in v) for r, v in by_rule.items()},
+        "cpu_s_by_rule": raw["cpu_s_by_rule"],
+        "cpu_in_runs_s": exec_cpu,
         "judge_requests_ok": judge_calls,
+        # did judging start while stacks still executed (Snakemake's order in this run)?
+        "overlap": bool(first_judge and last_exec and first_judge < last_exec),
     }
     return costs, detail
 
@@ -583,27 +694,38 @@ def demands_of(log: dict[str, Any]) -> dict[str, dict[str, int]]:
 
 
 def projections(costs: JobCosts, log: dict[str, Any], n_stacks: int, tasks: int,
-                latency: float, concurrency: int, judge_concurrency: int,
-                overlap: bool) -> dict[str, Any]:  # fmt: skip
-    """The measured grid re-projected (a check of the model) and the paper on 16 cores."""
+                latency: float, concurrency: int, judge_concurrency: int, overlap: bool,
+                args: argparse.Namespace) -> dict[str, Any]:  # fmt: skip
+    """The measured grid re-projected (a check of the model) and the paper on a bigger node.
+
+    The paper's node (``--paper-cores``, default 16; ``--paper-latency`` s per call;
+    ``--paper-calls`` per run): the resources each kind of job held in this run (Snakemake's
+    log), threads capped at 1 (a job of a remote model computes only its own Python);
+    ``llm_calls`` (the default profile's model jobs at once) as many as cores, the issue's
+    "llm_calls=16"; no ``timing_lock`` (it keeps a local model's CT apart from other jobs'
+    load; a remote model's latency does not depend on the node's load); every other
+    resource as measured; ``--paper-resources NAME=N`` sets any of them. Runs in flight per
+    job as in this run, and 16 and 32.
+    """
     demands = demands_of(log)
     here = Node(capacities=log["capacities"], call_latency_s=latency, concurrency=concurrency,
                 judge_concurrency=judge_concurrency, demands=demands, overlap=overlap)  # fmt: skip
-    self_check = project(n_stacks, tasks, costs, here)
-    out = {"self": (self_check, costs, here)}
-    # the paper: 36 stacks x 300 tasks on 16 cores, 5 s per call, 10 calls per run; the
-    # profile's capacities scaled to the node: cores 16, every other resource as measured
-    # unless it was a per-core one (timing_lock = cores) or llm_calls (= cores: one model
-    # job per core, the issue's "llm_calls=16")
-    caps = {CORES: 16}
+    out = {"self": (project(n_stacks, tasks, costs, here), costs, here)}
+    cores = args.paper_cores
+    caps = {CORES: cores}
     for k, v in log["capacities"].items():
-        if k != CORES:
-            caps[k] = 16 if k in ("timing_lock", "llm_calls") else v
+        if k == "llm_calls":
+            caps[k] = cores
+        elif k != CORES and k != "timing_lock":
+            caps[k] = v
+    for item in args.paper_resources or []:
+        k, _, v = item.partition("=")
+        caps[k] = int(v)
     paper_demands = {kind: {k: (min(v, 1) if k == CORES else v) for k, v in d.items()}
                      for kind, d in demands.items()}  # fmt: skip
-    paper_costs = JobCosts(**{**costs.__dict__, "calls_per_run": 10.0})
+    paper_costs = JobCosts(**{**costs.__dict__, "calls_per_run": args.paper_calls})
     for conc in sorted({concurrency, 16, 32}):
-        node = Node(capacities=caps, call_latency_s=5.0, concurrency=conc,
+        node = Node(capacities=caps, call_latency_s=args.paper_latency, concurrency=conc,
                     judge_concurrency=judge_concurrency, demands=paper_demands, overlap=overlap)  # fmt: skip
         out[f"paper_c{conc}"] = (project(PAPER_STACKS, PAPER_TASKS, paper_costs, node),
                                  paper_costs, node)  # fmt: skip
@@ -632,6 +754,11 @@ def main() -> None:
                     "--concurrency, 1 for a checkout without concurrent judging)")  # fmt: skip
     ap.add_argument("--no-overlap", action="store_true",
                     help="project with judging after all execution")  # fmt: skip
+    ap.add_argument("--paper-cores", type=int, default=16)
+    ap.add_argument("--paper-latency", type=float, default=5.0)
+    ap.add_argument("--paper-calls", type=float, default=10.0)
+    ap.add_argument("--paper-resources", nargs="*", metavar="NAME=N",
+                    help="the paper node's capacity of a resource (default: see projections)")  # fmt: skip
     ap.add_argument("--json", type=Path)
     ap.add_argument("--keep", type=Path, help="run in this directory and keep it")
     ap.add_argument("--reanalyse", type=Path, help="analyse a kept run's directory again")
@@ -641,7 +768,12 @@ def main() -> None:
         serve(args.serve, args)
         return
     if args.reanalyse:
-        analyse(args.reanalyse, json.loads((args.reanalyse / "bench_raw.json").read_text()), args)
+        path = args.reanalyse / "bench_raw.json"
+        raw = json.loads(path.read_text())
+        if "tag_probe" not in raw:
+            raw["tag_probe"] = tag_probe(Path(raw["repo"]), args.reanalyse)
+            path.write_text(json.dumps(raw, indent=2))
+        analyse(args.reanalyse, raw, args)
         return
     repo = args.repo.resolve()
     bin_dir = Path(sys.executable).parent
@@ -692,6 +824,7 @@ def main() -> None:
                        for pid in sampler.cpu},
         "endpoint": endpoint,
     }  # fmt: skip
+    raw["tag_probe"] = tag_probe(repo, tmp)
     # the measurements: --reanalyse DIR analyses them again (with --keep DIR)
     (tmp / "bench_raw.json").write_text(json.dumps(raw, indent=2))
     analyse(tmp, raw, args)
@@ -703,13 +836,14 @@ def analyse(tmp: Path, raw: dict[str, Any], args: argparse.Namespace) -> None:
     repo, stacks, wall = Path(raw["repo"]), raw["stacks"], raw["wall_s"]
     log = snakemake_log(tmp)
     rows = check_rows(tmp, stacks, raw["tasks"])
-    costs, detail = measure_costs(tmp, log, raw["cpu_s_by_rule"], rows, raw["endpoint"])
+    costs, detail = measure_costs(tmp, log, raw, rows)
     judge_conc = args.judge_concurrency or (raw["concurrency"] if _parallel_judging(repo) else 1)
     proj = projections(costs, log, len(stacks), raw["tasks"], raw["latency_s"],
-                       raw["concurrency"], judge_conc, not args.no_overlap)  # fmt: skip
+                       raw["concurrency"], judge_conc, detail["overlap"] and not args.no_overlap,
+                       args)  # fmt: skip
     result = {
         "repo": str(repo), "commit": raw["commit"], "stacks": len(stacks), "tasks": raw["tasks"],
-        "latency_s": raw["latency_s"], "wall_s": wall, "runs_per_min": rows["runs"] / wall * 60,
+        "latency_s": raw["latency_s"], "concurrency": raw["concurrency"], "wall_s": wall, "runs_per_min": rows["runs"] / wall * 60,
         "cpu_s": raw["cpu_s"], "cpu_share": raw["cpu_s"] / wall / raw["cores"],
         "peak_rss_mib": raw["peak_rss_mib"],
         "endpoint": raw["endpoint"], "rows": rows, "capacities": log["capacities"],
@@ -774,10 +908,13 @@ def report(r: dict[str, Any], proj: dict[str, Any]) -> str:
     p, c, n = proj["self"]
     lines.append(format_projection(p, c, n, "this grid, re-projected (check of the model)"))
     lines.append(f"  measured {r['wall_s']:.0f} s: projection {p.wall_s / r['wall_s'] - 1:+.0%}")
-    for key, (p, c, n) in proj.items():
-        if key.startswith("paper"):
-            lines.append("")
-            lines.append(format_projection(p, c, n, "the paper on 16 cores"))
+    papers = [v for k, v in proj.items() if k.startswith("paper")]
+    first = next(v for v in papers if v[2].concurrency == r["concurrency"])
+    lines += ["", format_projection(*first, f"the paper on {first[2].capacities[CORES]} cores")]
+    for p, _c, n in papers:
+        if n is not first[2]:
+            lines.append(f"  ... with {n.concurrency} runs in flight per stack job: "
+                         f"{format_duration(p.wall_s)}" + (" (CPU-bound)" if p.cpu_bound else ""))  # fmt: skip
     return "\n".join(lines)
 
 
