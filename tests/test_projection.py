@@ -117,3 +117,22 @@ def test_paper_shape_at_16_cores() -> None:
     assert p.schedule.start_s["execute/16"] == execute + judge
     assert p.schedule.start_s["execute/35"] == 2 * (execute + judge)
     assert p.makespan_s == pytest.approx(3 * (execute + judge))
+
+
+def test_mastif_estimate_prints_the_projected_wall_time(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pathlib import Path
+
+    from mastif.cli import main
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    argv = ["estimate", "config/experiments/paper.yaml", "--node-cores", "16",
+            "--call-latency", "5", "--calls-per-run", "10"]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "PROJECTED wall time" in out
+    assert "10 calls per run: 10,800 runs -> " in out and "16 cores" in out
+    # without --node-cores: the estimate alone
+    assert main(argv[:2]) == 0
+    assert "PROJECTED" not in capsys.readouterr().out

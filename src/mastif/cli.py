@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from mastif.config import ConfigError, load_config, plaintext_key_warnings
 from mastif.paths import default_config_path
@@ -114,7 +115,59 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         print(exc, file=sys.stderr)
         return 2
     print(format_estimate(est, args.config))
+    if args.node_cores is not None:
+        print()
+        print(format_wall_projection(cfg, est, args))
     return 0
+
+
+def format_wall_projection(cfg: Any, est: Any, args: argparse.Namespace) -> str:
+    """The projected wall time of the experiment on ``--node-cores`` cores (mastif.projection):
+    at the estimate's low and high calls per run, or at ``--calls-per-run``."""
+    from mastif.projection import CORES, JobCosts, Node, format_projection, project
+
+    n_stacks = len(est.stacks)
+    runs_per_stack = est.runs // n_stacks if n_stacks else 0
+    concurrency = args.concurrency or min(cfg.concurrency_for(m) for m in cfg.agent_models)
+    judge = cfg.models[cfg.judge.panel[0]]
+    judge_concurrency = args.judge_concurrency or judge.options.max_connections
+    model_jobs = args.model_jobs or args.node_cores
+    node = Node(
+        capacities={CORES: args.node_cores, "model_jobs": model_jobs},
+        call_latency_s=args.call_latency,
+        concurrency=concurrency,
+        judge_concurrency=judge_concurrency,
+        demands={"execute": {CORES: 1, "model_jobs": 1}, "judge": {CORES: 1, "model_jobs": 1},
+                 "tag": {CORES: 1}},
+    )  # fmt: skip
+    agent_calls = [s.agent.calls for s in est.stacks]
+    judge_calls = [s.judge.calls for s in est.stacks]
+
+    def per_run(ranges: list[Any], end: str) -> float:
+        """The stacks' mean of a per-run range's end (every stack has as many runs)."""
+        return sum(getattr(r, end) for r in ranges) / max(1, len(ranges))
+
+    if args.calls_per_run is not None:
+        scenarios = [(f"{args.calls_per_run:g} calls per run", args.calls_per_run,
+                      per_run(judge_calls, "low"))]  # fmt: skip
+    else:
+        scenarios = [(f"{end} calls", per_run(agent_calls, end), per_run(judge_calls, end))
+                     for end in ("low", "high")]  # fmt: skip
+    lines = [
+        "PROJECTED wall time, not a measurement (mastif.projection: list scheduling of the "
+        "stacks' execute, judge and tagging jobs; one core and one model job each; judging "
+        "and tagging overlap execution; per-job costs from issue 23's measurements unless given)"
+    ]
+    for label, calls, jcalls in scenarios:
+        costs = JobCosts(
+            calls_per_run=calls, cpu_per_call_s=args.harness_cpu_per_call,
+            startup_s=args.job_startup, judge_calls_per_run=jcalls,
+            judge_startup_s=args.job_startup, tag_s_per_run=args.tag_per_run,
+            tag_startup_s=args.tag_startup, tail_s=args.tail,
+        )  # fmt: skip
+        p = project(n_stacks, runs_per_stack, costs, node)
+        lines.append(format_projection(p, costs, node, label))
+    return "\n".join(lines)
 
 
 def cmd_power(args: argparse.Namespace) -> int:
@@ -207,6 +260,32 @@ def main(argv: list[str] | None = None) -> int:
                    help="characters per token of the estimate (default: %(default)s)")  # fmt: skip
     p.add_argument("--tasks", default=None,
                    help="tasks Parquet to pick the typical task from, e.g. results/tasks.parquet")  # fmt: skip
+    g = p.add_argument_group(
+        "projected wall time (mastif.projection; printed with --node-cores)",
+        "defaults of the per-job costs: issue 23's measurements (bench/grid.py measures them)",
+    )
+    g.add_argument("--node-cores", type=int, default=None,
+                   help="cores of the node: also print the projected wall time")  # fmt: skip
+    g.add_argument("--call-latency", type=float, default=5.0,
+                   help="seconds per model call at the endpoint (default: %(default)s)")  # fmt: skip
+    g.add_argument("--calls-per-run", type=float, default=None,
+                   help="agent calls per run (default: the estimate's low and high)")  # fmt: skip
+    g.add_argument("--concurrency", type=int, default=None,
+                   help="runs in flight per stack job (default: the config's)")  # fmt: skip
+    g.add_argument("--judge-concurrency", type=int, default=None,
+                   help="judgements in flight per judge job (default: the judge's max_connections)")  # fmt: skip
+    g.add_argument("--model-jobs", type=int, default=None,
+                   help="execute and judge jobs at once (default: --node-cores)")  # fmt: skip
+    g.add_argument("--harness-cpu-per-call", type=float, default=0.03,
+                   help="harness CPU seconds per model call (default: %(default)s)")  # fmt: skip
+    g.add_argument("--job-startup", type=float, default=2.5,
+                   help="seconds a stack or judge job takes to start (default: %(default)s)")  # fmt: skip
+    g.add_argument("--tag-startup", type=float, default=6.4,
+                   help="seconds a tagging job takes to start and load its model (default: %(default)s)")  # fmt: skip
+    g.add_argument("--tag-per-run", type=float, default=0.1,
+                   help="seconds of tagging per run (default: %(default)s)")  # fmt: skip
+    g.add_argument("--tail", type=float, default=60.0,
+                   help="seconds after the last stack: metrics, statistics, plots (default: %(default)s)")  # fmt: skip
     p.set_defaults(func=cmd_estimate)
     p = sub.add_parser(
         "power",
