@@ -701,8 +701,8 @@ def projections(costs: JobCosts, log: dict[str, Any], n_stacks: int, tasks: int,
     The paper's node (``--paper-cores``, default 16; ``--paper-latency`` s per call;
     ``--paper-calls`` per run): the resources each kind of job held in this run (Snakemake's
     log), threads capped at 1 (a job of a remote model computes only its own Python);
-    ``llm_calls`` (the default profile's model jobs at once) as many as cores, the issue's
-    "llm_calls=16"; no ``timing_lock`` (it keeps a local model's CT apart from other jobs'
+    the model jobs at once (``llm_calls`` before issue 23, ``remote_model_slots`` after it)
+    as many as cores, the issue's "llm_calls=16" and profiles/api's 16; no ``timing_lock`` (it keeps a local model's CT apart from other jobs'
     load; a remote model's latency does not depend on the node's load); every other
     resource as measured; ``--paper-resources NAME=N`` sets any of them. Runs in flight per
     job as in this run, and 16 and 32.
@@ -714,7 +714,7 @@ def projections(costs: JobCosts, log: dict[str, Any], n_stacks: int, tasks: int,
     cores = args.paper_cores
     caps = {CORES: cores}
     for k, v in log["capacities"].items():
-        if k == "llm_calls":
+        if k in ("llm_calls", "remote_model_slots"):
             caps[k] = cores
         elif k != CORES and k != "timing_lock":
             caps[k] = v
