@@ -545,6 +545,7 @@ def cpu_in(series: dict[str, Any], rule: str, windows: list[tuple[float, float]]
 _TAG_PROBE = """
 import json, sys, time
 import polars as pl, torch
+import sentence_transformers  # imported before the job's load line too: not timed here
 torch.set_num_threads(1)
 from mastif.values import ValueTagger, load_minilm_embedder, load_value_corpus, tag_runs
 from mastif.values import DEFAULT_THRESHOLD
@@ -885,7 +886,9 @@ def report(r: dict[str, Any], proj: dict[str, Any]) -> str:
         f"wall                 {r['wall_s']:8.1f} s ({format_duration(r['wall_s'])})",
         f"runs/min             {r['runs_per_min']:8.1f}",
         f"in flight (endpoint) mean {e['in_flight_mean']:.2f}, peak {e['in_flight_peak']} "
-        f"({e.get('requests', 0)} requests)",
+        f"({e.get('requests', 0)} requests; answered by model: "
+        + ", ".join(f"{k[6:]} {v}" for k, v in sorted(e.items()) if k.startswith("model."))
+        + ")",
         f"CPU                  {r['cpu_s']:8.0f} s user+sys = {r['cpu_share']:.0%} of "
         f"{r['capacities'].get(CORES, '?')} cores x wall; by rule (sampled): "
         + ", ".join(f"{k} {v:.0f} s" for k, v in sorted(r['detail']['cpu_s_by_rule'].items())),
@@ -901,6 +904,9 @@ def report(r: dict[str, Any], proj: dict[str, Any]) -> str:
         f"calls per run        {rows['calls_per_run']:.2f} (by model: "
         + ", ".join(f"{k} {v:.2f}" for k, v in sorted(rows["calls_by_model"].items()))
         + f"); tool calls per run {rows['tool_calls_per_run']:.2f}",
+        "judging overlapped   "
+        + ("yes" if r["detail"]["overlap"] else "no")
+        + " (a judge job started before the last execute job ended)",
         "jobs                 " + ", ".join(f"{k} {v} ({r['detail']['job_s'][k]:.0f} s)"
                                             for k, v in sorted(r["detail"]["jobs"].items())),
         "",
