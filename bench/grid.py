@@ -324,7 +324,8 @@ def grid_config(args: argparse.Namespace, url: str) -> dict[str, Any]:
             "options": {"max_connections": args.concurrency, "request_timeout_s": 60},
         }  # fmt: skip
     n_models, n_protocols, n_frameworks = stack_shape(args.stacks)
-    protocols, frameworks = PROTOCOLS[:n_protocols], FRAMEWORKS[:n_frameworks]
+    protocols = args.protocols or PROTOCOLS[:n_protocols]
+    frameworks = args.frameworks or FRAMEWORKS[:n_frameworks]
     return {
         "experiment": "grid_bench",
         "models": models,
@@ -740,6 +741,10 @@ def main() -> None:
     ap.add_argument("--stacks", default="3x3x4",
                     help="models x protocols x frameworks, the first of each (default: "
                     "%(default)s = 36 stacks)")  # fmt: skip
+    ap.add_argument("--protocols", nargs="+", choices=PROTOCOLS,
+                    help="these protocols instead of --stacks' first P")  # fmt: skip
+    ap.add_argument("--frameworks", nargs="+", choices=FRAMEWORKS,
+                    help="these frameworks instead of --stacks' first F")  # fmt: skip
     ap.add_argument("--latency", type=float, default=1.0, help="mean seconds per call")
     ap.add_argument("--sigma", type=float, default=0.3, help="lognormal sigma of the latency")
     ap.add_argument("--seed", type=int, default=20260504)
