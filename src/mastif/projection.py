@@ -47,16 +47,18 @@ below it.
 Assumptions (each a simplification that errs as noted):
 
 * every run of a stack costs the mean run (same calls, same latency); a wave lasts one mean
-  run (optimistic for long-tailed latencies: a real wave waits for its slowest run, but the
-  runner refills a freed slot at once, so waves overlap; measured 7 % pessimistic in issue
-  23's grid, i.e. the two effects roughly cancel);
+  run (optimistic for long-tailed latencies, where a wave would wait for its slowest run;
+  pessimistic in that the runner refills a freed slot at once, so real waves overlap and a
+  partial last wave costs less); bench/grid.py prints the model's error on the grid it
+  measured;
+* 429s, retries and back-off are not modelled apart: they are in the measured latency (the
+  bench) or must be budgeted into ``call_latency_s``;
 * jobs do not slow each other: the CPU the jobs need is checked, not simulated — if their
   CPU seconds exceed ``cores x makespan`` the projection reports the CPU-bound wall time
   ``cpu_s / cores + tail_s`` instead (``cpu_bound``);
 * job start-up (imports, building the stack) is CPU on one core and counted in ``cpu_s``;
 * the endpoint serves every request in flight without queueing (a remote API within its
-  rate limit): ``call_latency_s`` is the same at 1 and at 500 requests in flight; 429s and
-  retries are not modelled (budget them into the latency);
+  rate limit): ``call_latency_s`` is the same at 1 and at 500 requests in flight;
 * no job fails or is retried; ``tail_s`` is fixed.
 """
 
