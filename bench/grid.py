@@ -496,6 +496,7 @@ def check_rows(workdir: Path, expected_stacks: list[str], tasks: int) -> dict[st
     out["calls_by_model"] = {m: float(v) for m, v in
                              runs.group_by("model").agg(pl.col("n_llm_calls").mean()).iter_rows()}  # fmt: skip
     out["tool_calls_per_run"] = float(runs["tool_calls"].list.len().mean())
+    out["run_wall_mean_s"] = float(runs["wall_seconds"].mean())
     out["ok"] = (not out["missing_run_files"] and not out["missing_judged_files"]
                  and out["duplicated_runs"] == 0 and out["duplicated_judgements"] == 0
                  and out["lost_runs"] == 0 and out["runs_not_judged"] == 0)  # fmt: skip
@@ -679,6 +680,11 @@ def measure_costs(workdir: Path, log: dict[str, Any], raw: dict[str, Any],
         "cpu_s_by_rule": raw["cpu_s_by_rule"],
         "cpu_in_runs_s": exec_cpu,
         "judge_requests_ok": judge_calls,
+        # a call's time in a run as the runs saw it (latency, queue, 429 back-off, tools),
+        # less harness CPU: the self-check's latency
+        "effective_latency_s": max(
+            0.0, rows["run_wall_mean_s"] / max(1e-9, rows["calls_per_run"]) - costs.cpu_per_call_s
+        ),
         # did judging start while stacks still executed (Snakemake's order in this run)?
         "overlap": bool(first_judge and last_exec and first_judge < last_exec),
     }
@@ -844,7 +850,7 @@ def analyse(tmp: Path, raw: dict[str, Any], args: argparse.Namespace) -> None:
     rows = check_rows(tmp, stacks, raw["tasks"])
     costs, detail = measure_costs(tmp, log, raw, rows)
     judge_conc = args.judge_concurrency or (raw["concurrency"] if _parallel_judging(repo) else 1)
-    proj = projections(costs, log, len(stacks), raw["tasks"], raw["latency_s"],
+    proj = projections(costs, log, len(stacks), raw["tasks"], detail["effective_latency_s"],
                        raw["concurrency"], judge_conc, detail["overlap"] and not args.no_overlap,
                        args)  # fmt: skip
     result = {
@@ -917,7 +923,8 @@ def report(r: dict[str, Any], proj: dict[str, Any]) -> str:
         "",
     ]  # fmt: skip
     p, c, n = proj["self"]
-    lines.append(format_projection(p, c, n, "this grid, re-projected (check of the model)"))
+    lines.append(format_projection(p, c, n, "this grid, re-projected (check of the model; "
+                                   "latency: a call's share of the runs' measured wall)"))  # fmt: skip
     lines.append(f"  measured {r['wall_s']:.0f} s: projection {p.wall_s / r['wall_s'] - 1:+.0%}")
     papers = [v for k, v in proj.items() if k.startswith("paper")]
     first = next(v for v in papers if v[2].concurrency == r["concurrency"])
