@@ -546,17 +546,19 @@ def cpu_in(series: dict[str, Any], rule: str, windows: list[tuple[float, float]]
 
 _TAG_PROBE = """
 import json, sys, time
-import polars as pl, torch
-import sentence_transformers  # imported before the job's load line too: not timed here
-torch.set_num_threads(1)
-from mastif.values import ValueTagger, load_minilm_embedder, load_value_corpus, tag_runs
-from mastif.values import DEFAULT_THRESHOLD
+import polars as pl
+from mastif import values as v
+if hasattr(v, "load_value_embedder"):  # its default backend (ONNX after issue 23)
+    load = lambda: v.load_value_embedder(threads=1)
+else:  # before: sentence-transformers, imported before the job's load line too
+    import torch, sentence_transformers
+    torch.set_num_threads(1)
+    load = v.load_minilm_embedder
 t0 = time.perf_counter()
-tagger = ValueTagger(load_value_corpus(sys.argv[2]), load_minilm_embedder(),
-                     threshold=DEFAULT_THRESHOLD)
+tagger = v.ValueTagger(v.load_value_corpus(sys.argv[2]), load(), threshold=v.DEFAULT_THRESHOLD)
 t1 = time.perf_counter()
 runs = pl.read_parquet(sys.argv[1])
-tag_runs(runs, tagger, [])
+v.tag_runs(runs, tagger, [])
 t2 = time.perf_counter()
 print(json.dumps({"load_s": t1 - t0, "tag_s": t2 - t1, "runs": runs.height}))
 """
@@ -637,23 +639,16 @@ def measure_costs(workdir: Path, log: dict[str, Any], raw: dict[str, Any],
             judge_windows.append((stamps[0].timestamp() - latency, stamps[-1].timestamp()))
     judge_calls = raw["endpoint"].get(f"model.{JUDGE}", 0)
     judge_cpu = cpu_in(series, "judge_runs", merge(judge_windows))
-    # tagging: the job's time to the model's load line, the load and tagging per run from
-    # the probe (the jobs log neither)
-    tag_fixed, tag_rest = [], []
-    for j in by_rule["tag_values"]:
-        lp = script_log(j)
-        stamps = log_stamps(lp, "Loading SentenceTransformer") if lp else []
-        if stamps:
-            fixed = max(0.0, (stamps[0] - j["start"]).total_seconds())
-            tag_fixed.append(fixed)
-            tag_rest.append(max(0.0, span(j) - fixed))
+    # tagging: per run from the probe (the model loaded, one stack's runs tagged, timed
+    # apart); the job's fixed part (imports, the model's load) is the rest of its time
     probe = raw.get("tag_probe")
-    if probe:
-        tag_startup = (sum(tag_fixed) / len(tag_fixed) if tag_fixed else 0.0) + probe["load_s"]
+    spans = [span(j) for j in by_rule["tag_values"]]
+    per_job = runs / max(1, len(spans))
+    if probe and spans:
         tag_per_run = probe["tag_s"] / max(1, probe["runs"])
-    else:  # the model's load counted per run: pessimistic for jobs of many runs
-        tag_startup = sum(tag_fixed) / len(tag_fixed) if tag_fixed else 0.0
-        tag_per_run = sum(tag_rest) / runs
+        tag_startup = max(0.0, sum(spans) / len(spans) - per_job * tag_per_run)
+    else:  # the fixed part counted per run: pessimistic for jobs of many runs
+        tag_per_run, tag_startup = sum(spans) / runs, 0.0
     main_rules = ("execute_stack", "gather_runs", "judge_runs", "tag_values")
     last_main = max((j["finish"] for j in log["jobs"] if j["rule"] in main_rules), default=None)
     end = max(j["finish"] for j in log["jobs"])
