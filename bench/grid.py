@@ -15,8 +15,9 @@ for every model name; the name picks the behaviour:
   (mastif.judge.judgement_schema), scores from the enum, rationales within their lengths;
 * latency lognormal with mean ``--latency`` s (sigma ``--sigma``), drawn from the request's
   hash (seeded);
-* bursts of 429 with ``Retry-After: 1``: every request in the first ``--burst-len`` s of
-  every ``--burst-every`` s; and 5xx (500/502/503) on a ``--error-rate`` share of requests
+* bursts of 429 with ``Retry-After: 1``: after every ``--burst-every`` requests (counted
+  from the grid's start, so a faster grid meets as many), every request for
+  ``--burst-len`` s; and 5xx (500/502/503) on a ``--error-rate`` share of requests
   (drawn per request and attempt, so a retry may pass).
 
 The experiment config (written to a temporary directory): 3 agent models + 1 judge as
@@ -149,6 +150,7 @@ class Stub:
         self.area = 0.0  # integral of in_flight dt
         self.last = self.start
         self.counts: dict[str, int] = defaultdict(int)
+        self.next_burst, self.burst_until = self.burst_every, 0.0
 
     def _move(self, delta: int) -> None:
         now = time.monotonic()
@@ -164,8 +166,13 @@ class Stub:
                 "in_flight_peak": self.peak, **self.counts}  # fmt: skip
 
     def fault(self, key: str) -> tuple[int, dict[str, str]] | None:
-        t = time.monotonic() - self.t0
-        if self.burst_every > 0 and t % self.burst_every < self.burst_len:
+        now = time.monotonic()
+        n = self.counts["requests"]
+        if self.burst_every > 0 and n >= self.next_burst:
+            self.next_burst += self.burst_every
+            self.burst_until = now + self.burst_len
+            self.counts["bursts"] += 1
+        if now < self.burst_until:
             return 429, {"Retry-After": "1"}
         self.seen[key] += 1
         if _hash(self.seed, "err", key, self.seen[key]).random() < self.error_rate:
@@ -750,7 +757,8 @@ def main() -> None:
     ap.add_argument("--sigma", type=float, default=0.3, help="lognormal sigma of the latency")
     ap.add_argument("--seed", type=int, default=20260504)
     ap.add_argument("--concurrency", type=int, default=8)
-    ap.add_argument("--burst-every", type=float, default=45.0)
+    ap.add_argument("--burst-every", type=int, default=100,
+                    help="a 429 burst after every this many requests (default: %(default)s)")  # fmt: skip
     ap.add_argument("--burst-len", type=float, default=2.0)
     ap.add_argument("--error-rate", type=float, default=0.01)
     ap.add_argument("--cores", type=int, default=2)
@@ -899,7 +907,8 @@ def report(r: dict[str, Any], proj: dict[str, Any]) -> str:
         f"{r['capacities'].get(CORES, '?')} cores x wall; by rule (sampled): "
         + ", ".join(f"{k} {v:.0f} s" for k, v in sorted(r['detail']['cpu_s_by_rule'].items())),
         f"peak memory (RSS)    {r['peak_rss_mib']:8.0f} MiB (process tree)",
-        f"injected             {s429} x 429 (Retry-After 1), {s5xx} x 5xx",
+        f"injected             {s429} x 429 (Retry-After 1) in {e.get('bursts', 0)} bursts, "
+        f"{s5xx} x 5xx",
         f"rows                 runs {rows['runs']}/{rows['expected_runs']} "
         f"{rows['runs_by_status']}, judged {rows['judged']} {rows.get('judged_by_status', {})}",
         f"lost/duplicated      lost runs {rows['lost_runs']}, duplicated runs "
