@@ -536,19 +536,48 @@ def merge(windows: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return out
 
 
-def cpu_in(series: dict[str, Any], rule: str, windows: list[tuple[float, float]]) -> float:
-    """CPU seconds the rule's processes used inside ``windows`` (unix times): each sampled
-    increment counted where its interval's midpoint falls."""
+def cpu_in(
+    series: dict[str, Any], rule: str, windows: dict[int | None, list[tuple[float, float]]]
+) -> float:
+    """CPU seconds the rule's processes used inside their windows (unix times): each sampled
+    increment counted where its interval's midpoint falls. ``windows[pid]``: a job's own
+    process's windows (its log names its pid), so a job starting beside another's runs
+    does not count there; ``windows[None]``: every window, for processes of no known job."""
     total = 0.0
-    for d in series.values():
+    for pid, d in series.items():
         if d["rule"] != rule:
             continue
+        mine = windows.get(int(pid), windows.get(None, []))
         smp = d["samples"]
         for (t0, c0), (t1, c1) in zip(smp, smp[1:], strict=False):
             mid = (t0 + t1) / 2
-            if any(a <= mid <= b for a, b in windows):
+            if any(a <= mid <= b for a, b in mine):
                 total += c1 - c0
     return total
+
+
+_PID = re.compile(r"\(pid (\d+)\) logs to")
+
+
+def log_pid(path: Path | None) -> int | None:
+    """The pid a job's script wrote in its log's first line (mastif.logsetup)."""
+    try:
+        with path.open(errors="replace") as fh:  # type: ignore[union-attr]
+            m = _PID.search(fh.readline())
+    except (OSError, AttributeError):
+        return None
+    return int(m.group(1)) if m else None
+
+
+def by_pid(
+    pairs: list[tuple[int | None, tuple[float, float]]],
+) -> dict[int | None, list[tuple[float, float]]]:
+    out: dict[int | None, list[tuple[float, float]]] = defaultdict(list)
+    for pid, w in pairs:
+        if pid is not None:
+            out[pid].append(w)
+    out[None] = merge([w for _, w in pairs])
+    return dict(out)
 
 
 _TAG_PROBE = """
@@ -631,10 +660,10 @@ def measure_costs(workdir: Path, log: dict[str, Any], raw: dict[str, Any],
         r = pl.read_parquet(f, columns=["started_at", "wall_seconds"])
         starts = [t.timestamp() for t in r["started_at"]]
         ends = [a + w for a, w in zip(starts, r["wall_seconds"], strict=True)]
-        exec_windows.append((min(starts), max(ends)))
+        exec_windows.append((log_pid(lp), (min(starts), max(ends))))
         exec_fixed.append(max(0.0, span(j) - (max(ends) - min(starts))))
     agent_calls = rows["calls_per_run"] * runs
-    exec_cpu = cpu_in(series, "execute_stack", merge(exec_windows))
+    exec_cpu = cpu_in(series, "execute_stack", by_pid(exec_windows))
     # judge
     judge_fixed, judge_windows = [], []
     for j in by_rule["judge_runs"]:
@@ -643,9 +672,11 @@ def measure_costs(workdir: Path, log: dict[str, Any], raw: dict[str, Any],
         if stamps:
             first = (stamps[0] - j["start"]).total_seconds() - latency
             judge_fixed.append(max(0.0, first))
-            judge_windows.append((stamps[0].timestamp() - latency, stamps[-1].timestamp()))
+            judge_windows.append(
+                (log_pid(lp), (stamps[0].timestamp() - latency, stamps[-1].timestamp()))
+            )
     judge_calls = raw["endpoint"].get(f"model.{JUDGE}", 0)
-    judge_cpu = cpu_in(series, "judge_runs", merge(judge_windows))
+    judge_cpu = cpu_in(series, "judge_runs", by_pid(judge_windows))
     # tagging: per run from the probe (the model loaded, one stack's runs tagged, timed
     # apart); the job's fixed part (imports, the model's load) is the rest of its time
     probe = raw.get("tag_probe")
