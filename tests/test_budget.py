@@ -106,16 +106,19 @@ def test_a_torn_last_line_is_skipped_and_the_next_record_starts_a_new_line(tmp_p
     assert path.read_text().splitlines()[-1].startswith('{"kind": "spent"')
 
 
-def _reserve_until_refused(path: str, worker: str, threads: int) -> None:
+def _reserve_until_refused(path: str, worker: str, threads: int, start: Any) -> None:
     """A job: ``threads`` runs in flight reserving 1 token each until refused, settling
-    each at its bound."""
+    each at its bound after a short "run"; all jobs begin together at ``start`` (a barrier:
+    a job that began alone could take every token before the others exist)."""
     ledger = Ledger(path)
+    start.wait(timeout=60)
 
     def runs(thread: int) -> None:
         for i in range(1000):
             run_id = f"{worker}-{thread}-{i}"
             if ledger.reserve(run_id, Cost(1, None), BudgetLimit(tokens=60), 60) is not None:
                 return
+            time.sleep(0.002)  # the run: the others reserve meanwhile
             ledger.settle(run_id, Cost(1, None))
 
     pool = [threading.Thread(target=runs, args=(t,)) for t in range(threads)]
@@ -130,7 +133,9 @@ def test_jobs_reserving_at_once_never_start_more_than_the_budget(tmp_path: Path)
     exactly 60 runs start (a check without the lock lets two take the last token)."""
     path = str(tmp_path / "budget.jsonl")
     ctx = multiprocessing.get_context("fork")
-    jobs = [ctx.Process(target=_reserve_until_refused, args=(path, f"job{j}", 3)) for j in range(4)]
+    start = ctx.Barrier(4)
+    jobs = [ctx.Process(target=_reserve_until_refused, args=(path, f"job{j}", 3, start))
+            for j in range(4)]  # fmt: skip
     for job in jobs:
         job.start()
     for job in jobs:

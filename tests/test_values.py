@@ -480,7 +480,8 @@ def test_tag_runs_empty_table_keeps_schema() -> None:
 # --- real all-MiniLM-L6-v2 -------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module", params=["onnx", "torch"])
+# the torch backend loads torch and sentence-transformers (~12 s): the slow tier
+@pytest.fixture(scope="module", params=["onnx", pytest.param("torch", marks=pytest.mark.slow)])
 def minilm_tagger(request: pytest.FixtureRequest) -> ValueTagger:
     """The real model on each backend (values.backend)."""
     from mastif.values import load_value_embedder
@@ -488,6 +489,7 @@ def minilm_tagger(request: pytest.FixtureRequest) -> ValueTagger:
     return ValueTagger(load_value_corpus("builtin"), load_value_embedder(request.param, 2))
 
 
+@pytest.mark.slow  # loads both backends, and the first time on a machine exports the model
 def test_the_onnx_backend_gives_sentence_transformers_embeddings_and_labels() -> None:
     """values.backend onnx is the same model: embeddings equal to float noise, and the same
     label for every sentence of the built-in corpus and of typical agent text."""
@@ -510,6 +512,7 @@ def test_the_onnx_backend_gives_sentence_transformers_embeddings_and_labels() ->
     assert sum(x is not None for x in labels[0]) > len(sentences) // 2  # not vacuous
 
 
+@pytest.mark.slow  # a real export (torch, ~10 s)
 def test_the_onnx_export_is_made_once_per_cache(tmp_path: Path, monkeypatch) -> None:
     from mastif import minilm_onnx
 
