@@ -27,17 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+from snakemake_log import CORES, log_stamps, parse_log
 
 REPO = Path(__file__).resolve().parents[1]
 
-_STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ [\d:]{8} \d{4})\]$")
-_RULE = re.compile(r"^(?:local)?rule (\w+):$")
-_JOBID = re.compile(r"^\s+jobid: (\d+)$")
-_FINISHED = re.compile(r"^Finished jobid: (\d+) \(Rule: (\w+)\)$")
-_LOG = re.compile(r"^\s+log: (.+)$")
-_THREADS = re.compile(r"^\s+threads: (\d+)$")
-_CORES = re.compile(r"^Provided cores: (\d+)$")
-_SCRIPT_START = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
 # llama-server: "slot print_timing: id 0 | task 3 | prompt eval time = 8831.22 ms / 991 tokens"
 # llama-cpp-python: "llama_perf_context_print: prompt eval time = 0.14 ms / 116 tokens"
 _TIMING = re.compile(
@@ -47,44 +40,17 @@ _TIMING = re.compile(
 
 def snakemake_cores(log: Path) -> int | None:
     """The cores Snakemake was given (``Provided cores: N``)."""
-    for line in log.read_text().splitlines():
-        if m := _CORES.match(line):
-            return int(m.group(1))
-    return None
+    return parse_log(log)["capacities"].get(CORES)
 
 
 def snakemake_jobs(log: Path) -> list[dict[str, Any]]:
     """Every finished job of one Snakemake log: rule, start, finish (datetimes), its log files."""
-    jobs: dict[str, dict[str, Any]] = {}
-    stamp: datetime | None = None
-    current: dict[str, Any] | None = None
-    for line in log.read_text().splitlines():
-        if m := _STAMP.match(line):
-            current = None
-            stamp = datetime.strptime(" ".join(m.group(1).split()), "%a %b %d %H:%M:%S %Y")
-        elif m := _RULE.match(line):
-            current = {"rule": m.group(1), "start": stamp, "logs": [], "threads": 1}
-        elif current is not None and (m := _LOG.match(line)):
-            current["logs"] = [p.strip() for p in m.group(1).split(",")]
-        elif current is not None and (m := _JOBID.match(line)):
-            jobs[m.group(1)] = current
-        elif current is not None and (m := _THREADS.match(line)):
-            current["threads"] = int(m.group(1))
-        elif (m := _FINISHED.match(line)) and m.group(1) in jobs:
-            jobs[m.group(1)]["finish"] = stamp
-    return [j for j in jobs.values() if j.get("finish") and j.get("start")]
+    return parse_log(log)["jobs"]
 
 
 def script_start(log: Path) -> datetime | None:
     """The first timestamp a job's script wrote to its log (mastif.logsetup's format)."""
-    try:
-        with log.open(errors="replace") as fh:
-            for line in fh:
-                if m := _SCRIPT_START.match(line):
-                    return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f")
-    except OSError:
-        return None
-    return None
+    return next(iter(log_stamps(log)), None)
 
 
 def server_timings(logs: list[Path]) -> dict[str, float]:

@@ -14,11 +14,11 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from grid_endpoint import JUDGE
+from snakemake_log import log_stamps, parse_log
 
 from mastif.projection import CORES, JobCosts
 
@@ -86,52 +86,11 @@ class TreeSampler(threading.Thread):
         return dict(out)
 
 
-_STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ [\d:]{8} \d{4})\]$")
-_RULE = re.compile(r"^(?:local)?rule (\w+):$")
-_JOBID = re.compile(r"^\s+jobid: (\d+)$")
-_RES = re.compile(r"^\s+resources: (.+)$")
-_THREADS = re.compile(r"^\s+threads: (\d+)$")
-_FINISHED = re.compile(r"^Finished jobid: (\d+) \(Rule: (\w+)\)$")
-_LOG = re.compile(r"^\s+log: (.+)$")
-_PROVIDED = re.compile(r"^Provided (cores|resources): (.+)$")
-
-
 def snakemake_log(workdir: Path) -> dict[str, Any]:
     """Jobs (rule, start, finish, threads, resources) and the provided capacities of the
     newest Snakemake log in ``workdir``."""
     log = sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log"))[-1]
-    jobs: dict[str, dict[str, Any]] = {}
-    capacities: dict[str, int] = {}
-    stamp = current = None
-    for line in log.read_text().splitlines():
-        if m := _STAMP.match(line):
-            current = None
-            stamp = datetime.strptime(" ".join(m.group(1).split()), "%a %b %d %H:%M:%S %Y")
-        elif m := _PROVIDED.match(line):
-            if m.group(1) == "cores":
-                capacities[CORES] = int(m.group(2))
-            else:  # llm_calls=Resource("llm_calls", 2) (Snakemake 9) or llm_calls=2
-                for k, v in re.findall(r"(\w+)=(?:Resource\(\"\w+\", )?(\d+)", m.group(2)):
-                    capacities[k] = int(v)
-        elif m := _RULE.match(line):
-            current = {"rule": m.group(1), "start": stamp, "threads": 1, "resources": {},
-                       "logs": []}  # fmt: skip
-        elif current is not None and (m := _LOG.match(line)):
-            current["logs"] = [p.strip() for p in m.group(1).split(",")]
-        elif current is not None and (m := _JOBID.match(line)):
-            jobs[m.group(1)] = current
-        elif current is not None and (m := _THREADS.match(line)):
-            current["threads"] = int(m.group(1))
-        elif current is not None and (m := _RES.match(line)):
-            for part in m.group(1).split(", "):
-                k, _, v = part.partition("=")
-                if v.isdigit() and k not in ("mem_mb", "mem_mib", "disk_mb", "disk_mib",
-                                             "_cores", "_nodes"):  # fmt: skip
-                    current["resources"][k] = int(v)
-        elif (m := _FINISHED.match(line)) and m.group(1) in jobs:
-            jobs[m.group(1)]["finish"] = stamp
-    done = [j for j in jobs.values() if j.get("finish") and j.get("start")]
-    return {"log": str(log), "jobs": done, "capacities": capacities}
+    return {"log": str(log), **parse_log(log)}
 
 
 def check_rows(workdir: Path, expected_stacks: list[str], tasks: int) -> dict[str, Any]:
@@ -170,22 +129,6 @@ def check_rows(workdir: Path, expected_stacks: list[str], tasks: int) -> dict[st
     out["ok"] = (not out["missing_run_files"] and not out["missing_judged_files"]
                  and out["duplicated_runs"] == 0 and out["duplicated_judgements"] == 0
                  and out["lost_runs"] == 0 and out["runs_not_judged"] == 0)  # fmt: skip
-    return out
-
-
-_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
-
-
-def log_stamps(path: Path, needle: str = "") -> list[datetime]:
-    """Timestamps of a job log's lines (mastif.logsetup's format) that contain ``needle``."""
-    out = []
-    try:
-        with path.open(errors="replace") as fh:
-            for line in fh:
-                if (m := _LINE.match(line)) and needle in line:
-                    out.append(datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f"))
-    except OSError:
-        pass
     return out
 
 
