@@ -11,30 +11,11 @@ import {
   DefaultAgentCardResolver,
   JsonRpcTransportFactory,
 } from '@a2a-js/sdk/client';
+import { authFetchFor, checks } from './common.mjs';
 
 const [agentUrl, token] = process.argv.slice(2);
-const fetched = [];
-// mastif's loopback servers want their bearer token on every request (docs/protocols.md)
-const authFetch = (input, init = {}) => {
-  fetched.push(String(input instanceof Request ? input.url : input));
-  const headers = new Headers(init.headers ?? {});
-  headers.set('Authorization', `Bearer ${token}`);
-  return fetch(input, { ...init, headers });
-};
-
-const out = {};
-const errorOf = (err) => ({
-  error: err?.constructor?.name ?? 'Error',
-  code: err?.envelopeCode ?? err?.code ?? null,
-  message: String(err?.message ?? err),
-});
-async function check(name, fn) {
-  try {
-    out[name] = await fn();
-  } catch (err) {
-    out[name] = errorOf(err);
-  }
-}
+const { fetched, authFetch } = authFetchFor(token);
+const { out, check, print } = checks((err) => err?.envelopeCode ?? err?.code ?? null);
 const stateName = (state) => TaskState[state] ?? String(state);
 const message = (text) => ({
   messageId: randomUUID(),
@@ -169,4 +150,4 @@ await check('origin_root_card', async () => {
   return { status: response.status, text: await response.text() };
 });
 
-process.stdout.write(JSON.stringify(out) + '\n');
+print();

@@ -5,24 +5,11 @@
 // The agent's work is scripted on the Python side: "wait" blocks until cancelled.
 import { randomUUID } from 'node:crypto';
 import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from 'a2a-sdk-v03/client';
+import { authFetchFor, checks } from './common.mjs';
 
 const [agentUrl, token] = process.argv.slice(2);
-const fetched = [];
-const authFetch = (input, init = {}) => {
-  fetched.push(String(input instanceof Request ? input.url : input));
-  const headers = new Headers(init.headers ?? {});
-  headers.set('Authorization', `Bearer ${token}`);
-  return fetch(input, { ...init, headers });
-};
-
-const out = {};
-async function check(name, fn) {
-  try {
-    out[name] = await fn();
-  } catch (err) {
-    out[name] = { error: err?.constructor?.name ?? 'Error', code: err?.errorResponse?.error?.code ?? err?.code ?? null, message: String(err?.message ?? err) };
-  }
-}
+const { fetched, authFetch } = authFetchFor(token);
+const { out, check, print } = checks((err) => err?.errorResponse?.error?.code ?? err?.code ?? null);
 const send = (text, blocking) => ({
   message: {
     kind: 'message',
@@ -102,4 +89,4 @@ await check('invalid_request', async () => {
   const json = await response.json();
   return { status: response.status, id: json.id, code: json.error?.code ?? null };
 });
-process.stdout.write(JSON.stringify(out) + '\n');
+print();

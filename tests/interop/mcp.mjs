@@ -4,17 +4,11 @@
 // Prints one JSON object: {check name: what the SDK saw}; tests/test_interop.py asserts on it.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { checks } from './common.mjs';
 
 const [endpoint, token] = process.argv.slice(2);
 const auth = { Authorization: `Bearer ${token}` };
-const out = {};
-async function check(name, fn) {
-  try {
-    out[name] = await fn();
-  } catch (err) {
-    out[name] = { error: err?.constructor?.name ?? 'Error', code: err?.code ?? null, message: String(err?.message ?? err) };
-  }
-}
+const { out, check, print } = checks();
 const textOf = (result) => result.content.map((c) => (c.type === 'text' ? c.text : `[${c.type}]`)).join('');
 
 const transport = new StreamableHTTPClientTransport(new URL(endpoint), { requestInit: { headers: auth } });
@@ -79,4 +73,4 @@ await check('session_end', async () => {
 await raw('after_session_end', JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/list', params: {} }));
 await client.close();
 
-process.stdout.write(JSON.stringify(out) + '\n');
+print();
