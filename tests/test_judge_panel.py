@@ -32,6 +32,7 @@ from mastif.judge_panel import (
 )
 from mastif.judging import judge_panel_runs, judge_runs
 from mastif.providers import Gateway, open_endpoint
+from tests.judge_frames import judgeable_runs
 
 REPO = Path(__file__).resolve().parents[1]
 RUBRIC = REPO / "config" / "rubric.md"
@@ -63,29 +64,8 @@ def script(tmp: Path, name: str, flight: Any, hotel: Any) -> Path:
 
 @pytest.fixture
 def two_runs() -> tuple[pl.DataFrame, pl.DataFrame]:
-    tasks = pl.DataFrame(
-        [
-            {"task_id": t, "confirmed_task": f"Book a {t} for June 12.", "website": "site",
-             "domain": "Travel", "subdomain": None, "reference_steps": None}
-            for t in ("flight", "hotel")
-        ]
-    )  # fmt: skip
-    runs = pl.DataFrame(
-        [
-            {"run_id": f"r-{t}", "model": "m", "protocol": "standard", "framework": "langgraph",
-             "task_id": t, "status": "ok", "error_class": None, "error_message": None,
-             "final_answer": "Done.", "node_outputs": [], "tool_calls": []}
-            for t in ("flight", "hotel")
-        ],
-        schema_overrides={
-            "node_outputs": pl.List(pl.Struct({"node": pl.String, "step": pl.Int64,
-                                               "text": pl.String})),
-            "tool_calls": pl.List(pl.Struct({"name": pl.String, "arguments": pl.String,
-                                             "ok": pl.Boolean, "output": pl.String,
-                                             "error": pl.String})),
-        },
-    )  # fmt: skip
-    return runs, tasks
+    rows = [(f"r-{t}", t, f"Book a {t} for June 12.", "Done.") for t in ("flight", "hotel")]
+    return judgeable_runs(rows, "Travel")
 
 
 def scores_of(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:

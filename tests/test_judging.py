@@ -32,6 +32,7 @@ from mastif.judge import JudgeSettings, judge_view
 from mastif.judging import JudgeBudget, JudgeCheckpoint, judge_panel_runs, judge_runs
 from mastif.providers import Endpoint, Gateway
 from tests.fakes import ScriptedChatServer
+from tests.judge_frames import judgeable_runs
 
 REPO = Path(__file__).resolve().parents[1]
 RUBRIC = REPO / "config" / "rubric.md"
@@ -48,24 +49,9 @@ VALID = json.dumps(
 
 def stack_runs(n: int) -> tuple[pl.DataFrame, pl.DataFrame]:
     """``n`` runs of one stack, each on its own task; run i's answer names it."""
-    tasks = pl.DataFrame(
-        [{"task_id": f"t{i}", "confirmed_task": f"Find item {i}.", "website": "site",
-          "domain": "Shopping", "subdomain": None, "reference_steps": None} for i in range(n)]
-    )  # fmt: skip
-    runs = pl.DataFrame(
-        [{"run_id": f"r{i}", "model": "m", "protocol": "standard", "framework": "langgraph",
-          "task_id": f"t{i}", "status": "ok", "error_class": None, "error_message": None,
-          "final_answer": f"answer of r{i}.", "node_outputs": [], "tool_calls": []}
-         for i in range(n)],
-        schema_overrides={
-            "node_outputs": pl.List(pl.Struct({"node": pl.String, "step": pl.Int64,
-                                               "text": pl.String})),
-            "tool_calls": pl.List(pl.Struct({"name": pl.String, "arguments": pl.String,
-                                             "ok": pl.Boolean, "output": pl.String,
-                                             "error": pl.String})),
-        },
-    )  # fmt: skip
-    return runs, tasks
+    return judgeable_runs(
+        [(f"r{i}", f"t{i}", f"Find item {i}.", f"answer of r{i}.") for i in range(n)], "Shopping"
+    )
 
 
 def judged_run(payload: dict[str, Any]) -> str:
