@@ -10,6 +10,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from mastif.projection import CORES
+
 _STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ [\d:]{8} \d{4})\]$")
 _RULE = re.compile(r"^(?:local)?rule (\w+):$")
 _JOBID = re.compile(r"^\s+jobid: (\d+)$")
@@ -19,8 +21,6 @@ _FINISHED = re.compile(r"^Finished jobid: (\d+) \(Rule: (\w+)\)$")
 _LOG = re.compile(r"^\s+log: (.+)$")
 _PROVIDED = re.compile(r"^Provided (cores|resources): (.+)$")
 _SCRIPT_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
-#: the cores Snakemake was given, among the capacities (mastif.projection.CORES)
-CORES = "_cores"
 #: resources Snakemake sets on every job that are no capacity of the profile
 _STANDARD = ("mem_mb", "mem_mib", "disk_mb", "disk_mib", "_cores", "_nodes")
 
