@@ -23,6 +23,7 @@ One run per server on a noisy machine: read the ratios, not the absolute figures
 from __future__ import annotations
 
 import argparse
+import asyncio
 import copy
 import json
 import re
@@ -42,6 +43,7 @@ sys.path.insert(0, str(REPO))
 from tests.fakes import RecordingProxy  # noqa: E402
 
 from mastif.config import parse_config  # noqa: E402
+from mastif.providers.forced_choice import ForcedChoice  # noqa: E402
 from mastif.providers.gateway import normalise_request  # noqa: E402
 from mastif.providers.local import LocalServer  # noqa: E402
 from mastif.runner import execute_stack  # noqa: E402
@@ -58,7 +60,7 @@ OLD = {
 def new_options(parallel: int) -> dict[str, Any]:
     return {
         "server": "llama-server",
-        "chat_template": "config/chat_templates/chatml-tools.jinja",
+        "tool_call_template": "config/chat_templates/chatml-forced-choice.jinja",
         "n_ctx": 4096,
         "parallel": parallel,
         "prompt_cache_mib": 256,
@@ -91,7 +93,9 @@ def run_default(options: dict[str, Any], tasks: int, max_steps: int, work: Path)
     cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     cfg["models"]["smollm2"]["options"] = options
     with LocalServer(spec_for(options), work / "server.log") as server:
-        with RecordingProxy(server.base_url, options["server"]) as proxy:
+        with RecordingProxy(
+            server.base_url, options["server"], options.get("tool_call_template")
+        ) as proxy:
             run_cfg = copy.deepcopy(cfg)
             run_cfg["models"]["bench"] = {
                 "provider": "openai_compatible",
@@ -131,10 +135,17 @@ _PROMPT = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
 _GEN = re.compile(r"\beval time =\s*([\d.]+) ms /\s*(\d+) runs")
 
 
+async def _forced_reply(forced: ForcedChoice, base_url: str, body: dict[str, Any]) -> Any:
+    async with httpx.AsyncClient(base_url=base_url, timeout=600) as client:
+        return await forced.complete(client, body)
+
+
 def replay(options: dict[str, Any], requests: list[dict[str, Any]], work: Path) -> dict:
     """Send ``requests`` in order; sum prompt/generation tokens and times and cached tokens."""
     log = work / "replay-server.log"
     sums = {"prompt_n": 0, "prompt_ms": 0.0, "gen_n": 0, "gen_ms": 0.0, "cached_n": 0}
+    template = options.get("tool_call_template")
+    forced = ForcedChoice(REPO / template) if template else None
     started = time.perf_counter()
     with LocalServer(spec_for(options), log) as server:
         offset = log.stat().st_size
@@ -142,7 +153,10 @@ def replay(options: dict[str, Any], requests: list[dict[str, Any]], work: Path) 
             for request in requests:
                 body = normalise_request(copy.deepcopy(request), "local", options["server"])
                 body["model"] = server.alias
-                reply = client.post(f"{server.base_url}/chat/completions", json=body).json()
+                if forced is not None and forced.applies(body):
+                    reply = asyncio.run(_forced_reply(forced, server.base_url, body)).json()
+                else:
+                    reply = client.post(f"{server.base_url}/chat/completions", json=body).json()
                 timings = reply.get("timings")
                 if timings:  # llama-server
                     sums["prompt_n"] += timings["prompt_n"]
@@ -220,6 +234,7 @@ def main() -> None:
     ap.add_argument("--max-steps", type=int, default=2)
     ap.add_argument("--parallel", type=int, default=2)
     ap.add_argument("--save", type=Path)
+    ap.add_argument("--no-judge", action="store_true", help="skip the judge comparison")
     args = ap.parse_args()
     servers = {"old": OLD, "new": new_options(args.parallel)}
     out: dict[str, Any] = {}
@@ -234,7 +249,7 @@ def main() -> None:
             print(f"[{name}] replay of {len(recorded)} requests ...", file=sys.stderr, flush=True)
             out[name]["replay"] = replay(options, recorded, Path(tmp) / name)
         traces = out["old"]["run"]["traces"]
-        for name, options in (("old", JUDGE_OLD), ("new", JUDGE_NEW)):
+        for name, options in () if args.no_judge else (("old", JUDGE_OLD), ("new", JUDGE_NEW)):
             print(f"[{name}] judge, {len(traces)} runs ...", file=sys.stderr, flush=True)
             out[name]["judge"] = judge_with(options, traces, Path(tmp) / name)
     for name in servers:
@@ -253,6 +268,8 @@ def main() -> None:
     ]
     print(f"{'measure':36} {'old':>10} {'new':>10} {'new/old':>8}")
     for label, part, key in rows:
+        if part not in out["old"]:
+            continue
         a, b = out["old"][part][key], out["new"][part][key]
         ratio = f"{b / a:8.2f}" if isinstance(a, int | float) and a and b is not None else ""
         print(f"{label:36} {_cell(a)} {_cell(b)} {ratio}")

@@ -126,14 +126,32 @@ class RecordingProxy:
     server reported (usage, tool calls) can be compared with what the trace recorded.
     """
 
-    def __init__(self, upstream_base_url: str, server: str | None = None) -> None:
+    def __init__(
+        self,
+        upstream_base_url: str,
+        server: str | None = None,
+        tool_call_template: str | None = None,
+    ) -> None:
         """``server``: the local server behind ``upstream_base_url`` (llama-server or
-        llama-cpp-python), whose mends the proxy applies as the gateway would."""
+        llama-cpp-python), whose mends the proxy applies as the gateway would;
+        ``tool_call_template``: llama-server's tool calls by a forced first choice, as the
+        gateway makes them (``mastif.providers.forced_choice``)."""
+        import asyncio
+
         import httpx
+
+        from mastif.providers.forced_choice import ForcedChoice
+
+        forced = ForcedChoice(tool_call_template) if tool_call_template else None
 
         self.exchanges: list[tuple[dict[str, Any], dict[str, Any]]] = []
         client = httpx.Client(base_url=upstream_base_url, timeout=300)
         outer = self
+
+        async def forced_reply(payload: dict[str, Any]) -> Any:
+            assert forced is not None
+            async with httpx.AsyncClient(base_url=upstream_base_url, timeout=300) as aclient:
+                return await forced.complete(aclient, payload)
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:
@@ -146,7 +164,10 @@ class RecordingProxy:
                 # the proxy stands in for the local server: apply the gateway's llama.cpp
                 # mends (e.g. max_completion_tokens -> max_tokens) as for a local endpoint
                 payload = normalise_request(json.loads(self.rfile.read(length)), "local", server)
-                r = client.post("/chat/completions", json=payload)
+                if forced is not None and forced.applies(payload):
+                    r = asyncio.run(forced_reply(payload))
+                else:
+                    r = client.post("/chat/completions", json=payload)
                 if r.status_code == 200:
                     outer.exchanges.append((payload, r.json()))
                 self.send_response(r.status_code)

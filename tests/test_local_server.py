@@ -24,6 +24,13 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def smollm2_spec(base_config):
+    """SmolLM2 on llama-cpp-python's server, whose quirks the gateway mends (the default
+    serves it with llama-server)."""
+    base_config["models"]["smollm2"]["options"] = {
+        "server": "llama-cpp-python",
+        "chat_format": "chatml-function-calling",
+        "n_ctx": 4096,
+    }
     return parse_config(base_config).models["smollm2"]
 
 
@@ -296,6 +303,11 @@ def test_missing_llama_server_binary_is_named(base_config, monkeypatch, tmp_path
             {"server": "llama-cpp-python", "chat_template": "x.jinja"},
             "chat_template: a llama-server",
         ),
+        ({"tool_call_template": "no/such.jinja"}, "tool_call_template: file not found"),
+        (
+            {"server": "llama-cpp-python", "tool_call_template": "x.jinja"},
+            "tool_call_template: a llama-server",
+        ),
     ],
 )
 def test_options_of_the_other_server_are_refused(base_config, options, message):
@@ -334,3 +346,54 @@ def test_llama_server_starts_answers_to_a_schema_and_stops(base_config, tmp_path
         assert json.loads(reply["choices"][0]["message"]["content"])["score"] in (0.0, 0.5, 1.0)
         assert reply["usage"]["prompt_tokens"] > 0 and reply["usage"]["completion_tokens"] > 0
     assert wait_dead(pid), "llama-server survived the with block"
+
+
+@pytest.mark.slow
+def test_forced_choice_on_llama_server_makes_a_call_that_fits_the_schema(base_config, tmp_path):
+    """SmolLM2 on the real llama-server with options.tool_call_template, through the
+    gateway: a request that offers tools comes back as an OpenAI tool call (the model chose
+    it under the grammar) whose arguments fit the tool's schema, with the usage on the run's
+    recorded call; a request without tools goes to the server's chat endpoint as before."""
+    import jsonschema
+
+    template = REPO / "config" / "chat_templates" / "chatml-forced-choice.jinja"
+    spec = _spec(base_config, server="llama-server", tool_call_template=str(template))
+    schema = {
+        "type": "object",
+        "properties": {"url": {"type": "string", "minLength": 1}},
+        "required": ["url"],
+        "additionalProperties": False,
+    }
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "web_browser",
+                "description": "Open a web page by its URL and read it.",
+                "parameters": schema,
+            },
+        }
+    ]
+    messages = [{"role": "user", "content": "Open the page https://example.org/lake.html"}]
+    with open_endpoint("smollm2", spec, tmp_path / "s.log") as endpoint:
+        with Gateway(endpoint) as gw:
+            gw.begin_run("run1")
+            url = f"{gw.base_url_for('run1', 'interact')}/chat/completions"
+            body = {"messages": messages, "tools": tools, "tool_choice": "required",
+                    "max_tokens": 48, "temperature": 0.7, "seed": 1}  # fmt: skip
+            r = httpx.post(url, json=body, headers=gw.auth_headers, timeout=120)
+            assert r.status_code == 200, r.text
+            plain = httpx.post(
+                url, json={"messages": messages, "max_tokens": 8},
+                headers=gw.auth_headers, timeout=120,
+            )  # fmt: skip
+            assert plain.status_code == 200, plain.text
+            tool_call, text_call = gw.end_run("run1")
+    (call,) = r.json()["choices"][0]["message"]["tool_calls"]
+    assert call["function"]["name"] == "web_browser"
+    jsonschema.validate(json.loads(call["function"]["arguments"]), schema)
+    assert r.json()["choices"][0]["finish_reason"] == "tool_calls"
+    assert tool_call.prompt_tokens == r.json()["usage"]["prompt_tokens"] > 100
+    assert tool_call.completion_tokens == r.json()["usage"]["completion_tokens"] > 0
+    assert plain.json()["choices"][0]["message"]["content"]
+    assert text_call.completion_tokens <= 8

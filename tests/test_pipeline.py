@@ -124,7 +124,7 @@ def test_end_to_end_on_the_bundled_model(pipeline_copy):
     assert run["protocol_messages"] > 0 and run["protocol_bytes_sent"] > 0
     # what produced the run is on its row
     assert run["mastif_version"] and run["python_version"] and run["langgraph_version"]
-    assert run["model_server"] == "llama-cpp-python" and run["model_server_version"]
+    assert run["model_server"] == "llama-server" and run["model_server_version"]
     assert (results / "tables/table7_protocol_cost.md").read_text().strip()
     for name in ("tests", "groups", "posthoc", "blocked_tests", "blocked_pairs",
                  "mixed_models", "effects", "repeats", "judge_validity", "judge_panel"):  # fmt: skip

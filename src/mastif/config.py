@@ -79,6 +79,7 @@ class ModelOptions(_Frozen):
     server: Literal["llama-server", "llama-cpp-python"]
     chat_format: str | None = None
     chat_template: str | None = None
+    tool_call_template: str | None = None
     n_ctx: int
     n_threads: int | None = None
     parallel: int
@@ -531,14 +532,16 @@ def _check_local_server(model_id: str, spec: dict[str, Any], base_dir: Path) -> 
                 f"{key}.chat_format: a llama-cpp-python option; llama-server takes the model's "
                 "chat template or options.chat_template"
             )
-        template = opts.get("chat_template")
-        if template is not None and not resolve_path(template, base_dir).is_file():
-            raise ConfigError(
-                f"{key}.chat_template: file not found: {resolve_path(template, base_dir)}"
-            )
+        for option in ("chat_template", "tool_call_template"):
+            template = opts.get(option)
+            if template is not None and not resolve_path(template, base_dir).is_file():
+                raise ConfigError(
+                    f"{key}.{option}: file not found: {resolve_path(template, base_dir)}"
+                )
     else:
-        if opts.get("chat_template") is not None:
-            raise ConfigError(f"{key}.chat_template: a llama-server option (options.server)")
+        for option in ("chat_template", "tool_call_template"):
+            if opts.get(option) is not None:
+                raise ConfigError(f"{key}.{option}: a llama-server option (options.server)")
         if opts.get("parallel", 1) != 1:
             raise ConfigError(f"{key}.parallel: a llama-server option (options.server)")
 

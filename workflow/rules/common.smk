@@ -183,8 +183,9 @@ def model_files(spec):
     """The files a model spec names: a scripted model's script, a local server's chat
     template. Editing one reruns what the model produced."""
     files = [spec["model"]] if spec["provider"] == "scripted" else []
-    template = (spec.get("options") or {}).get("chat_template")
-    return files + ([template] if spec["provider"] == "local" and template else [])
+    options = spec.get("options") or {}
+    templates = [options.get(key) for key in ("chat_template", "tool_call_template")]
+    return files + [t for t in templates if spec["provider"] == "local" and t]
 
 
 def get_model_files(wildcards):

@@ -26,12 +26,19 @@ class Endpoint:
     max_connections: int = 1
     #: a local model's server (``options.server``); None for other providers
     server: str | None = None
+    #: llama-server's tool calls by a forced first choice (``options.tool_call_template``,
+    #: ``mastif.providers.forced_choice``): the template the gateway renders; None: off
+    tool_call_template: str | None = None
 
     @property
     def cache_provider(self) -> str:
         """The provider part of a response-cache key: a local model's answers depend on
-        its server (llama-cpp-python's keys stay as they were)."""
-        return "local/llama-server" if self.server == "llama-server" else self.provider
+        its server and how it makes tool calls (llama-cpp-python's keys stay as they were)."""
+        if self.server != "llama-server":
+            return self.provider
+        return (
+            "local/llama-server/forced-choice" if self.tool_call_template else "local/llama-server"
+        )
 
 
 @contextmanager
@@ -51,6 +58,7 @@ def open_endpoint(model_id: str, spec: ModelSpec, server_log: Path) -> Iterator[
                 api_key="",
                 max_connections=spec.options.max_connections,
                 server=spec.options.server,
+                tool_call_template=spec.options.tool_call_template,
             )
         return
     if spec.provider == "scripted":

@@ -67,6 +67,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wai
 
 from mastif.providers.cache import ResponseCache
 from mastif.providers.endpoint import Endpoint
+from mastif.providers.forced_choice import ForcedChoice
 from mastif.providers.local import free_port
 from mastif.providers.scripted import NODE_HEADER
 from mastif.timing import InFlight
@@ -314,6 +315,10 @@ class Gateway:
         #: with the value. So a run's prompts are byte-identical in every job, and a seeded
         #: model takes the same path alone and inside a pipeline (CT comparable, issue 16)
         self.volatile: dict[str, str] = {}
+        #: llama-server's tool calls by a forced first choice, when the model asks for it
+        self.forced_choice = (
+            ForcedChoice(endpoint.tool_call_template) if endpoint.tool_call_template else None
+        )
         self.upstream_requests = 0  # HTTP requests sent to the endpoint, retries included
         self.limit: AdaptiveLimit | None = None
         self.port = 0
@@ -568,7 +573,10 @@ class Gateway:
             headers = {NODE_HEADER: node} if self.endpoint.provider == "scripted" else None
             clock.enter("upstream")
             try:
-                r = await self._client.post("/chat/completions", json=payload, headers=headers)
+                if self.forced_choice is not None and self.forced_choice.applies(payload):
+                    r = await self.forced_choice.complete(self._client, payload)
+                else:
+                    r = await self._client.post("/chat/completions", json=payload, headers=headers)
             finally:
                 clock.leave()
             if r.status_code == 429:
