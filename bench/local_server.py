@@ -1,6 +1,8 @@
 """The local model server, old vs new: llama-cpp-python's Python server (one slot, its RAM
 prompt cache) against llama.cpp's own llama-server (slots, per-slot prefix reuse), on the
-bundled SmolLM2 with the default experiment's prompts.
+bundled SmolLM2 with the default experiment's prompts. The new server makes tool calls by a
+forced first choice (``options.tool_call_template``, ``mastif.providers.forced_choice``), as
+the default experiment's agent does.
 
 1. **Runs**: for each server, the default workflow (LangGraph, standard protocol, the
    sandbox web tools) on ``--tasks`` sandbox tasks with ``--max-steps``, through a loopback
@@ -16,6 +18,7 @@ bundled SmolLM2 with the default experiment's prompts.
    each server over the old server's runs: seconds per judgement and how many parsed.
 
     .venv/bin/python bench/local_server.py [--tasks 2] [--max-steps 2] [--parallel 2]
+        [--threads 2] [--no-judge]
 
 One run per server on a noisy machine: read the ratios, not the absolute figures.
 """
@@ -233,10 +236,18 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=2)
     ap.add_argument("--max-steps", type=int, default=2)
     ap.add_argument("--parallel", type=int, default=2)
+    ap.add_argument(
+        "--threads",
+        type=int,
+        help="threads of each server (default: each server's own); an execute_stack job gives 2",
+    )
     ap.add_argument("--save", type=Path)
     ap.add_argument("--no-judge", action="store_true", help="skip the judge comparison")
     args = ap.parse_args()
-    servers = {"old": OLD, "new": new_options(args.parallel)}
+    servers = {"old": dict(OLD), "new": new_options(args.parallel)}
+    if args.threads:
+        for options in servers.values():
+            options["n_threads"] = args.threads
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, options in servers.items():

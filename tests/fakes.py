@@ -145,6 +145,7 @@ class RecordingProxy:
         forced = ForcedChoice(tool_call_template) if tool_call_template else None
 
         self.exchanges: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        self.requests = 0  # every request, answered or not
         client = httpx.Client(base_url=upstream_base_url, timeout=300)
         outer = self
 
@@ -161,6 +162,7 @@ class RecordingProxy:
                 from mastif.providers.gateway import normalise_request
 
                 length = int(self.headers.get("Content-Length", 0))
+                outer.requests += 1
                 # the proxy stands in for the local server: apply the gateway's llama.cpp
                 # mends (e.g. max_completion_tokens -> max_tokens) as for a local endpoint
                 payload = normalise_request(json.loads(self.rfile.read(length)), "local", server)
@@ -178,6 +180,13 @@ class RecordingProxy:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @classmethod
+    def for_server(cls, server: Any) -> RecordingProxy:
+        """In front of a running ``LocalServer``, doing what the gateway does for its model
+        (its server's mends, its tool calls by a forced first choice)."""
+        options = server.spec.options
+        return cls(server.base_url, options.server, options.tool_call_template)
 
     @property
     def base_url(self) -> str:

@@ -21,7 +21,7 @@ from mastif.config import parse_config
 from mastif.runner import Checkpoint, execute_stack
 from mastif.tasks import load_tasks
 from mastif.trace import gather_runs, runs_to_table
-from tests.fakes import ScriptedChatServer
+from tests.fakes import RecordingProxy, ScriptedChatServer
 from tests.faultproxy import FaultProxy
 
 REPO = Path(__file__).resolve().parents[1]
@@ -115,7 +115,7 @@ def test_cached_rerun_calls_no_model_and_reproduces_the_runs(
     # a sandbox task: its start URL (in the prompts) and page listings carry the port the
     # job's sandbox server listens on, a different one in each execution
     tasks = [t for t in load_tasks("sandbox") if t.task_id == "sb-shop-01"]
-    with FaultProxy(smollm2_server.base_url, fault_rate=0.0) as proxy:
+    with RecordingProxy.for_server(smollm2_server) as proxy:
         cfg = proxied_config(
             base_config, proxy.base_url, smollm2_server.alias,
             response_cache=str(tmp_path / "cache"),

@@ -51,7 +51,7 @@ def _cells() -> list[object]:
 @pytest.mark.parametrize(("framework", "protocol"), _cells())
 def test_stack_runs_on_the_real_model(framework, protocol, smollm2_server, base_config, tmp_path):
     task = next(t for t in load_tasks("builtin") if t.task_id == "mt-0002")
-    with RecordingProxy(smollm2_server.base_url) as proxy:
+    with RecordingProxy.for_server(smollm2_server) as proxy:
         cfg = base_config
         cfg["models"]["proxied"] = {
             "provider": "openai_compatible",

@@ -121,6 +121,11 @@ def test_response_cache_keys_differ_by_local_server():
     llama_server = Endpoint("local", "http://x/v1", "m", server="llama-server")
     assert python_server.cache_provider == "local"  # keys cached before stay valid
     assert llama_server.cache_provider == "local/llama-server"
+    template = str(Path(__file__).parents[1] / "config/chat_templates/chatml-forced-choice.jinja")
+    forced = Endpoint(
+        "local", "http://x/v1", "m", server="llama-server", tool_call_template=template
+    )
+    assert forced.cache_provider.startswith("local/llama-server/forced-choice:")
 
 
 @pytest.fixture

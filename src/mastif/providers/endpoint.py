@@ -8,10 +8,12 @@ is read from the environment variable the config names, and never stored anywher
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from mastif.config import ModelSpec
@@ -33,12 +35,18 @@ class Endpoint:
     @property
     def cache_provider(self) -> str:
         """The provider part of a response-cache key: a local model's answers depend on
-        its server and how it makes tool calls (llama-cpp-python's keys stay as they were)."""
+        its server and how it makes tool calls, down to the template's text
+        (llama-cpp-python's keys stay as they were)."""
         if self.server != "llama-server":
             return self.provider
-        return (
-            "local/llama-server/forced-choice" if self.tool_call_template else "local/llama-server"
-        )
+        if self.tool_call_template:
+            return f"local/llama-server/forced-choice:{_digest(self.tool_call_template)}"
+        return "local/llama-server"
+
+
+@lru_cache(maxsize=8)
+def _digest(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
 @contextmanager
