@@ -118,7 +118,9 @@ def _reserve_until_refused(path: str, worker: str, threads: int, start: Any) -> 
             run_id = f"{worker}-{thread}-{i}"
             if ledger.reserve(run_id, Cost(1, None), BudgetLimit(tokens=60), 60) is not None:
                 return
-            time.sleep(0.002)  # the run: the others reserve meanwhile
+            # the run: the others reserve meanwhile (20 ms: at 2 ms one job of a loaded
+            # 2-core CI machine took all 60 tokens before the others were scheduled)
+            time.sleep(0.02)
             ledger.settle(run_id, Cost(1, None))
 
     pool = [threading.Thread(target=runs, args=(t,)) for t in range(threads)]

@@ -137,7 +137,20 @@ def as_handed_over(
 ) -> str:
     """The arguments the framework hands the tool: smolagents parses them strictly (a raw
     newline inside a string is not JSON to it) and passes text that is not JSON as the
-    tool's first input (its documented policy, tests/test_smolagents_adapter.py)."""
+    tool's first input (its documented policy, tests/test_smolagents_adapter.py);
+    LlamaIndex's OpenAI client completes arguments cut off by max_tokens with its own
+    ``parse_partial_json`` ({} when it cannot)."""
+    if framework == "llamaindex":
+        from llama_index.core.llms.utils import parse_partial_json
+
+        try:
+            json.loads(arguments, strict=False)
+        except json.JSONDecodeError:
+            try:
+                return json.dumps(parse_partial_json(arguments))
+            except (ValueError, TypeError):
+                return "{}"
+        return arguments
     if framework != "smolagents" or first_inputs.get(name) is None:
         return arguments
     try:
