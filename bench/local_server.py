@@ -26,7 +26,6 @@ One run per server on a noisy machine: read the ratios, not the absolute figures
 from __future__ import annotations
 
 import argparse
-import asyncio
 import copy
 import json
 import re
@@ -138,11 +137,6 @@ _PROMPT = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
 _GEN = re.compile(r"\beval time =\s*([\d.]+) ms /\s*(\d+) runs")
 
 
-async def _forced_reply(forced: ForcedChoice, base_url: str, body: dict[str, Any]) -> Any:
-    async with httpx.AsyncClient(base_url=base_url, timeout=600) as client:
-        return await forced.complete(client, body)
-
-
 def replay(options: dict[str, Any], requests: list[dict[str, Any]], work: Path) -> dict:
     """Send ``requests`` in order; sum prompt/generation tokens and times and cached tokens."""
     log = work / "replay-server.log"
@@ -157,7 +151,7 @@ def replay(options: dict[str, Any], requests: list[dict[str, Any]], work: Path) 
                 body = normalise_request(copy.deepcopy(request), "local", options["server"])
                 body["model"] = server.alias
                 if forced is not None and forced.applies(body):
-                    reply = asyncio.run(_forced_reply(forced, server.base_url, body)).json()
+                    reply = forced.complete_blocking(server.base_url, body).json()
                 else:
                     reply = client.post(f"{server.base_url}/chat/completions", json=body).json()
                 timings = reply.get("timings")

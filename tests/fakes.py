@@ -136,8 +136,6 @@ class RecordingProxy:
         llama-cpp-python), whose mends the proxy applies as the gateway would;
         ``tool_call_template``: llama-server's tool calls by a forced first choice, as the
         gateway makes them (``mastif.providers.forced_choice``)."""
-        import asyncio
-
         import httpx
 
         from mastif.providers.forced_choice import ForcedChoice
@@ -148,11 +146,6 @@ class RecordingProxy:
         self.requests = 0  # every request, answered or not
         client = httpx.Client(base_url=upstream_base_url, timeout=300)
         outer = self
-
-        async def forced_reply(payload: dict[str, Any]) -> Any:
-            assert forced is not None
-            async with httpx.AsyncClient(base_url=upstream_base_url, timeout=300) as aclient:
-                return await forced.complete(aclient, payload)
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:
@@ -167,7 +160,7 @@ class RecordingProxy:
                 # mends (e.g. max_completion_tokens -> max_tokens) as for a local endpoint
                 payload = normalise_request(json.loads(self.rfile.read(length)), "local", server)
                 if forced is not None and forced.applies(payload):
-                    r = asyncio.run(forced_reply(payload))
+                    r = forced.complete_blocking(upstream_base_url, payload, 300)
                 else:
                     r = client.post("/chat/completions", json=payload)
                 if r.status_code == 200:

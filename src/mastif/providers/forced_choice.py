@@ -18,8 +18,8 @@ that offers tools:
 
 Both go to llama-server's OpenAI-compatible ``/completions``; the second prompt extends the
 first, so the slot evaluates only the chosen beginning. The reply is an OpenAI chat
-completion with one tool call or a message. Its usage: ``prompt_tokens`` the rendered prompt
-(step 2's), ``completion_tokens`` what the model wrote in both steps; ``timings`` add up what
+completion with one tool call or a message. Its usage: ``prompt_tokens`` the first completion's
+prompt (the rendered one; with a named tool, that plus the call's beginning), ``completion_tokens`` what the model wrote in both steps; ``timings`` add up what
 both evaluated and generated, ``cache_n`` only the first step's (prefix reuse from earlier
 requests, not step 3 reading step 2's prompt). A sub-request that fails is returned as it
 is, so the gateway retries it like any other.
@@ -27,6 +27,7 @@ is, so the gateway retries it like any other.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -135,6 +136,17 @@ class ForcedChoice:
             return reply
         steps.append(reply.json())
         return httpx.Response(200, json=self._chat_completion(payload, steps, name))
+
+    def complete_blocking(
+        self, base_url: str, payload: dict[str, Any], timeout_s: float = 600
+    ) -> httpx.Response:
+        """:meth:`complete` for a caller without an event loop (a bench, a test proxy)."""
+
+        async def go() -> httpx.Response:
+            async with httpx.AsyncClient(base_url=base_url, timeout=timeout_s) as client:
+                return await self.complete(client, payload)
+
+        return asyncio.run(go())
 
     @staticmethod
     def _tools(payload: dict[str, Any]) -> dict[str, dict[str, Any]]:
