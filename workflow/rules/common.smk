@@ -222,6 +222,18 @@ def judges_are_local():
     return any(is_local_model(m) for m in get_judge_panel())
 
 
+def get_execute_priority():
+    """20 when a stack's runs hold the whole machine (a local agent model: timing_lock), else 0.
+
+    A stack's judging and tagging (priority 10) start as soon as its runs exist, so with
+    remote models they overlap the next stacks' runs. Beside a local model's runs nothing
+    may run; a lone judging job between two stacks then leaves a core idle (each local judge
+    and tag job takes one). So there the runs go first, and the judging and tagging jobs
+    share the cores two at a time at the end (the default run: ~15% of its core time had
+    been idle, bench/default_run_time.py)."""
+    return 20 if any(is_local_model(m) for m in config["agent_models"]) else 0
+
+
 def get_execute_threads(wildcards):
     """A local server computes with the job's threads (the machine is the job's, timing_lock);
     a remote model's job needs one core for its harness."""

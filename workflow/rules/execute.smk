@@ -16,6 +16,8 @@ rule execute_stack:
     log:
         run="logs/execute_stack/{model}/{protocol}/{framework}/{scatteritem}.log",
         server="logs/execute_stack/{model}/{protocol}/{framework}/{scatteritem}.server.log",
+    # a local model's runs before any stack's judging and tagging (see the function)
+    priority: get_execute_priority()
     retries: config["execution"]["job_retries"]
     # a local model's server computes with the job's threads (unless the model's
     # options.n_threads): the job has the machine to itself (timing_lock), so all of

