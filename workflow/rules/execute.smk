@@ -61,7 +61,8 @@ rule gather_runs:
     log:
         "logs/gather_runs/{model}/{protocol}/{framework}.log",
     # a stack's downstream jobs go before the next stack's runs: its judging and tagging
-    # start as soon as its runs exist (they overlap execution where resources allow)
+    # start as soon as its runs exist (they overlap execution where resources allow; a
+    # local model's runs go first, get_execute_priority)
     priority: 10
     localrule: True
     script:

@@ -9,7 +9,8 @@ rule judge_runs:
     log:
         run="logs/judge_runs/{model}/{protocol}/{framework}.log",
         server="logs/judge_runs/{model}/{protocol}/{framework}.server.log",
-    # as soon as the stack's runs exist, before the next stack's runs (gather_runs)
+    # as soon as the stack's runs exist, before the next stack's runs (gather_runs), unless
+    # those are a local model's (get_execute_priority)
     priority: 10
     retries: config["execution"]["job_retries"]
     resources:
