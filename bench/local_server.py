@@ -1,8 +1,9 @@
 """The local model server, old vs new: llama-cpp-python's Python server (one slot, its RAM
 prompt cache) against llama.cpp's own llama-server (slots, per-slot prefix reuse), on the
-bundled SmolLM2 with the default experiment's prompts. The new server makes tool calls by a
-forced first choice (``options.tool_call_template``, ``mastif.providers.forced_choice``), as
-the default experiment's agent does.
+bundled SmolLM2 with the default experiment's prompts: old is the bundled Q4_1 file, new the
+default's model (the same requantised to Q8_0; ``--new-model`` for another). The new server
+makes tool calls by a forced first choice (``options.tool_call_template``,
+``mastif.providers.forced_choice``), as the default experiment's agent does.
 
 1. **Runs**: for each server, the default workflow (LangGraph, standard protocol, the
    sandbox web tools) on ``--tasks`` sandbox tasks with ``--max-steps``, through a loopback
@@ -18,7 +19,7 @@ the default experiment's agent does.
    each server over the old server's runs: seconds per judgement and how many parsed.
 
     .venv/bin/python bench/local_server.py [--tasks 2] [--max-steps 2] [--parallel 2]
-        [--threads 2] [--no-judge]
+        [--threads 2] [--new-model KEY] [--no-judge]
 
 One run per server on a noisy machine: read the ratios, not the absolute figures.
 """
@@ -51,7 +52,9 @@ from mastif.providers.local import LocalServer  # noqa: E402
 from mastif.runner import execute_stack  # noqa: E402
 from mastif.tasks import load_tasks  # noqa: E402
 
+#: the default before issue 20: the bundled Q4_1 file on llama-cpp-python's server
 OLD = {
+    "model": "smollm2-135m-instruct",
     "server": "llama-cpp-python",
     "chat_format": "chatml-function-calling",
     "n_ctx": 4096,
@@ -86,14 +89,17 @@ def valid_tool_call(request: dict[str, Any], reply: dict[str, Any]) -> bool:
 
 
 def spec_for(options: dict[str, Any]):  # noqa: ANN201
+    """The default config's SmolLM2 with these server options; ``model`` (a bench-only key)
+    names the model file, else the default's."""
     cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    options = dict(options)
+    cfg["models"]["smollm2"]["model"] = options.pop("model", cfg["models"]["smollm2"]["model"])
     cfg["models"]["smollm2"]["options"] = options
     return parse_config(cfg).models["smollm2"]
 
 
 def run_default(options: dict[str, Any], tasks: int, max_steps: int, work: Path) -> dict:
     cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    cfg["models"]["smollm2"]["options"] = options
     with LocalServer(spec_for(options), work / "server.log") as server:
         with RecordingProxy(
             server.base_url, options["server"], options.get("tool_call_template")
@@ -235,10 +241,16 @@ def main() -> None:
         type=int,
         help="threads of each server (default: each server's own); an execute_stack job gives 2",
     )
+    ap.add_argument(
+        "--new-model",
+        help="the new server's model key or .gguf (default: the default config's, Q8_0)",
+    )
     ap.add_argument("--save", type=Path)
     ap.add_argument("--no-judge", action="store_true", help="skip the judge comparison")
     args = ap.parse_args()
     servers = {"old": dict(OLD), "new": new_options(args.parallel)}
+    if args.new_model:
+        servers["new"]["model"] = args.new_model
     if args.threads:
         for options in servers.values():
             options["n_threads"] = args.threads
