@@ -6,8 +6,9 @@ nibbles) and generates about as fast (``bench/local_server.py``); prompt evaluat
 of the agent's model time. So the bundled key ``smollm2-135m-instruct-q8_0`` names the
 bundled Q4_1 file requantised to Q8_0: each quantised tensor is dequantised and quantised
 again, every other tensor and all metadata are copied. The weights are the bundled model's,
-changed only by Q8_0's rounding of the Q4_1 values (an 8-bit grid over each block of 32,
-at most half a step of 1/127 of the block's largest value); nothing is downloaded.
+changed only by Q8_0's rounding of the Q4_1 values (an 8-bit grid over each block of 32:
+about half a step of 1/127 of the block's largest value, plus the half-precision rounding
+of the block's scale); nothing is downloaded.
 
 gguf-py (package ``gguf``, llama.cpp's own GGUF reader and writer) does both steps in
 numpy, in ~10 s. The result goes to ``$MASTIF_CACHE/models/`` under a name holding the
