@@ -227,10 +227,10 @@ def get_execute_priority():
 
     A stack's judging and tagging (priority 10) start as soon as its runs exist, so with
     remote models they overlap the next stacks' runs. Beside a local model's runs nothing
-    may run; a lone judging job between two stacks then leaves a core idle (each local judge
-    and tag job takes one). So there the runs go first, and the judging and tagging jobs
-    share the cores two at a time at the end (the default run: ~15% of its core time had
-    been idle, bench/default_run_time.py)."""
+    may run, and a lone judging job between two stacks left one of two cores idle (each
+    local judge and tag job takes one): 15% of the default run's core time. With the runs
+    first, the scheduler starts the next stack's runs instead, and two stacks' judging jobs
+    then run side by side (4% idle; bench/default_run_time.py)."""
     return 20 if any(is_local_model(m) for m in config["agent_models"]) else 0
 
 
