@@ -112,7 +112,8 @@ CHILD = textwrap.dedent(
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_no_orphan_when_job_is_killed(tmp_path, sig):
-    """A cancelled job (SIGTERM) stops its server; a killed one (SIGKILL) too, via PDEATHSIG."""
+    """A cancelled job (SIGTERM) stops its server; a killed one (SIGKILL) too: the kernel
+    kills the server (PR_SET_PDEATHSIG with SIGKILL)."""
     proc = subprocess.Popen(
         [
             sys.executable,

@@ -11,7 +11,7 @@ llama-cpp-python's Python server (one slot; ``mastif.providers.llama_server`` me
 
 The server runs as a child process on a free loopback port, in its own process group, with
 its output in a log file. It is stopped when the ``with`` block ends; on Linux the kernel
-also sends it SIGTERM if this process dies without cleaning up, so no orphan survives a
+also kills it (SIGKILL) if this process dies without cleaning up, so no orphan survives a
 killed job.
 """
 
@@ -86,7 +86,10 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child before e
     os.setsid()
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        # SIGKILL, not SIGTERM: nobody is left to answer, and llama-server's graceful
+        # shutdown can hang without a second signal (a loaded CI machine saw it outlive its
+        # killed parent by over 15 s)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except OSError:
         pass
 
