@@ -56,11 +56,8 @@ def minilm_dir() -> Path:
 
 
 def _weights_digest(model_dir: Path) -> str:
-    h = hashlib.sha256()
     with (model_dir / "model.safetensors").open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()[:16]
+        return hashlib.file_digest(fh, "sha256").hexdigest()[:16]
 
 
 def onnx_path(model_dir: Path) -> Path:

@@ -33,17 +33,11 @@ DERIVE_VERSION = 1
 DERIVE_LOCK_TIMEOUT_S = 600.0
 
 
-def _digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()[:16]
-
-
 def derived_path(source: Path, target: str) -> Path:
     """Where ``source`` requantised to ``target`` lives in the cache."""
-    name = f"{source.stem}.{target}-{_digest(source)}-v{DERIVE_VERSION}.gguf"
+    with source.open("rb") as fh:
+        digest = hashlib.file_digest(fh, "sha256").hexdigest()[:16]
+    name = f"{source.stem}.{target}-{digest}-v{DERIVE_VERSION}.gguf"
     return cache_dir() / "models" / name
 
 
