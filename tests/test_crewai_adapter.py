@@ -311,3 +311,27 @@ def test_a2a_node_visits_reuse_the_runs_agents(tmp_path, fake_model_config, monk
     assert len(toolsets) == 1
     # the run's model clients were closed when it ended (ctx.resources)
     assert all(llm._client is not None and llm._client.is_closed() for llm in llms)
+
+
+def test_a_run_keeps_no_crewai_replay_log(tmp_path, fake_model_config, monkeypatch):
+    """CrewAI's replay log (one SQLite file in the user's data directory behind a
+    machine-wide lock, reset by every kickoff) is never opened: concurrent runs and jobs
+    would reset each other's entries and queue on that lock."""
+    from crewai.memory.storage import kickoff_task_outputs_storage as replay_storage
+
+    opened = []
+    real_init = replay_storage.KickoffTaskOutputsSQLiteStorage.__init__
+
+    def spy_init(self, *args, **kwargs):
+        opened.append(args)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(replay_storage.KickoffTaskOutputsSQLiteStorage, "__init__", spy_init)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    with ScriptedChatServer(lambda payload: {"content": "CONTINUE"}) as srv:
+        cfg = fake_model_config(srv.base_url, max_steps=2)
+        (trace,) = run_stack(cfg, tmp_path / "run", framework="crewai")
+    assert trace.status == "ok", trace.error_message
+    assert len(trace.node_outputs) == 6  # six crews kicked off
+    assert opened == []
+    assert not list((tmp_path / "data").rglob("*.db"))

@@ -92,7 +92,8 @@ CrewAI is imported, ``Crew(tracing=False)``, ``Flow(tracing=False)``); no memory
 knowledge, planning, reasoning or delegation. The workflow Flow creates no ``Memory`` (a
 LanceDB store, ~8 s to set up the first time; ``_skip_auto_memory`` as CrewAI's own
 internal flows) and emits no flow events (``suppress_flow_events``: CrewAI would print a
-panel per flow method whatever the verbosity). CrewAI then opens no connection other than to the gateway.
+panel per flow method whatever the verbosity). A visit's crew keeps no replay log
+(:class:`_NoReplayLog`). CrewAI then opens no connection other than to the gateway.
 """
 
 from __future__ import annotations
@@ -134,6 +135,7 @@ from crewai.tools import BaseTool  # noqa: E402
 from crewai.tools.mcp_native_tool import MCPNativeTool  # noqa: E402
 from crewai.tools.tool_failure import ToolFailure, ToolFailureReason  # noqa: E402
 from crewai.utilities.pydantic_schema_utils import create_model_from_schema  # noqa: E402
+from crewai.utilities.task_output_storage_handler import TaskOutputStorageHandler  # noqa: E402
 from pydantic import PrivateAttr  # noqa: E402
 
 from mastif.frameworks.base import Dispatch, RunContext  # noqa: E402
@@ -599,6 +601,36 @@ def build_agents(
     return {n.name: build_agent(ctx, n, bridge, tools) for n in nodes}
 
 
+class _NoReplayLog(TaskOutputStorageHandler):
+    """CrewAI's replay log, not kept. A crew stores its last kickoff's task outputs for
+    ``crewai replay`` in one SQLite file in the user's data directory, each write behind a
+    machine-wide file lock in /tmp: every visit of every run reset and rewrote it (~9% of a
+    CrewAI/A2A job's CPU), concurrent runs reset each other's entries, and every CrewAI job
+    on the machine queued on that one lock. A run's outputs are in its trace; nothing here
+    replays a crew."""
+
+    def __init__(self) -> None:  # no storage: the SQLite file is never opened
+        pass
+
+    def update(self, task_index: int, log: dict[str, Any]) -> None:
+        pass
+
+    def add(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def reset(self) -> None:
+        pass
+
+    def load(self) -> list[dict[str, Any]] | None:
+        return None
+
+
+class _VisitCrew(Crew):
+    """A node visit's one-task crew: CrewAI's own Crew without its replay log."""
+
+    _task_output_handler: TaskOutputStorageHandler = PrivateAttr(default_factory=_NoReplayLog)
+
+
 def kickoff(agent: Agent, visit: _Visit, bridge: _Bridge, prompt: str) -> str:
     """One node visit: the node's agent on a one-task crew (in the run's worker thread); the
     crew's raw output is the node output."""
@@ -607,7 +639,7 @@ def kickoff(agent: Agent, visit: _Visit, bridge: _Bridge, prompt: str) -> str:
         bridge.visit = visit
         what = visit.node.spec.output_key.replace("_", " ")
         task = Task(description=prompt, expected_output=f"The {what}.", agent=agent)
-        crew = Crew(
+        crew = _VisitCrew(
             agents=[agent],
             tasks=[task],
             process=Process.sequential,
