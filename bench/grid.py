@@ -147,7 +147,9 @@ def projections(costs: JobCosts, log: dict[str, Any], n_stacks: int, tasks: int,
     as many as cores, the issue's "llm_calls=16" and profiles/api's 16; no ``timing_lock`` (it keeps a local model's CT apart from other jobs'
     load; a remote model's latency does not depend on the node's load); every other
     resource as measured; ``--paper-resources NAME=N`` sets any of them. Runs in flight per
-    job as in this run, and 16 and 32.
+    job as in this run, and 16 and 32 (config/experiments/paper.yaml: 32), judgements in
+    flight per judge job the same (every model of paper.yaml has one ``max_connections``;
+    1 for a checkout that judges one run at a time).
     """
     demands = demands_of(log)
     here = Node(capacities=log["capacities"], call_latency_s=latency, concurrency=concurrency,
@@ -167,8 +169,9 @@ def projections(costs: JobCosts, log: dict[str, Any], n_stacks: int, tasks: int,
                      for kind, d in demands.items()}  # fmt: skip
     paper_costs = JobCosts(**{**costs.__dict__, "calls_per_run": args.paper_calls})
     for conc in sorted({concurrency, 16, 32}):
+        judges_at_once = conc if judge_concurrency > 1 else 1
         node = Node(capacities=caps, call_latency_s=args.paper_latency, concurrency=conc,
-                    judge_concurrency=judge_concurrency, demands=paper_demands, overlap=overlap)  # fmt: skip
+                    judge_concurrency=judges_at_once, demands=paper_demands, overlap=overlap)  # fmt: skip
         out[f"paper_c{conc}"] = (project(PAPER_STACKS, PAPER_TASKS, paper_costs, node),
                                  paper_costs, node)  # fmt: skip
     return out

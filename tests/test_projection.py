@@ -133,6 +133,11 @@ def test_mastif_estimate_prints_the_projected_wall_time(
     out = capsys.readouterr().out
     assert "PROJECTED wall time" in out
     assert "10 calls per run: 10,800 runs -> " in out and "16 cores" in out
+    # the paper's grid (32 runs in flight per job, the measured per-job costs) within 1 h
+    projected_s = int(
+        out.split("10,800 runs -> ")[1].split("(")[1].split(" s)")[0].replace(",", "")
+    )
+    assert 0 < projected_s <= 3600
     # without --node-cores: the estimate alone
     assert main(argv[:2]) == 0
     assert "PROJECTED" not in capsys.readouterr().out

@@ -156,7 +156,7 @@ def format_wall_projection(cfg: Any, est: Any, args: argparse.Namespace) -> str:
     lines = [
         "PROJECTED wall time, not a measurement (mastif.projection: list scheduling of the "
         "stacks' execute, judge and tagging jobs; one core and one model job each; judging "
-        "and tagging overlap execution; per-job costs from issue 23's measurements unless given)"
+        "and tagging overlap execution; per-job costs measured by bench/grid.py unless given)"
     ]
     for label, calls, jcalls in scenarios:
         costs = JobCosts(
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="tasks Parquet to pick the typical task from, e.g. results/tasks.parquet")  # fmt: skip
     g = p.add_argument_group(
         "projected wall time (mastif.projection; printed with --node-cores)",
-        "defaults of the per-job costs: issue 23's measurements (bench/grid.py measures them)",
+        "defaults of the per-job costs: measured by bench/grid.py (36 stacks x 10 tasks, 2 cores; docs/scale.md)",
     )
     g.add_argument("--node-cores", type=int, default=None,
                    help="cores of the node: also print the projected wall time")  # fmt: skip
@@ -276,15 +276,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="judgements in flight per judge job (default: the judge's max_connections)")  # fmt: skip
     g.add_argument("--model-jobs", type=int, default=None,
                    help="execute and judge jobs at once (default: --node-cores)")  # fmt: skip
-    g.add_argument("--harness-cpu-per-call", type=float, default=0.03,
+    g.add_argument("--harness-cpu-per-call", type=float, default=0.05,
                    help="harness CPU seconds per model call (default: %(default)s)")  # fmt: skip
-    g.add_argument("--job-startup", type=float, default=2.5,
+    g.add_argument("--job-startup", type=float, default=9.5,
                    help="seconds a stack or judge job takes to start (default: %(default)s)")  # fmt: skip
-    g.add_argument("--tag-startup", type=float, default=6.4,
+    g.add_argument("--tag-startup", type=float, default=3.2,
                    help="seconds a tagging job takes to start and load its model (default: %(default)s)")  # fmt: skip
-    g.add_argument("--tag-per-run", type=float, default=0.1,
+    g.add_argument("--tag-per-run", type=float, default=0.61,
                    help="seconds of tagging per run (default: %(default)s)")  # fmt: skip
-    g.add_argument("--tail", type=float, default=60.0,
+    g.add_argument("--tail", type=float, default=40.0,
                    help="seconds after the last stack: metrics, statistics, plots (default: %(default)s)")  # fmt: skip
     p.set_defaults(func=cmd_estimate)
     p = sub.add_parser(
