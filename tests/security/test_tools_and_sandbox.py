@@ -10,7 +10,7 @@ import pytest
 
 from mastif.sandbox import SandboxServer
 from mastif.sandbox.store import SessionStore
-from mastif.tools import builtin
+from mastif.tools import isolation
 from mastif.tools.base import ToolError
 from mastif.tools.builtin import (
     MAX_OUTPUT_CHARS,
@@ -139,6 +139,6 @@ def test_parent_refuses_an_oversized_reply_unread(monkeypatch):
     # A child whose own cut is bypassed (here: _truncate made a no-op, inherited at fork)
     # still cannot push more than _REPLY_CAP_BYTES into the parent. Before the fix the
     # parent unpickled all 5_000_000 characters.
-    monkeypatch.setattr(builtin, "_truncate", lambda text, limit=0: text)
+    monkeypatch.setattr(isolation, "truncate_output", lambda text, limit=0: text)
     with pytest.raises(ToolError, match="exceeds .* bytes; not read"):
         run_isolated(_huge_reply, (), 10, ChildLimits())

@@ -16,6 +16,34 @@ from typing import Any
 
 import jsonschema
 
+from mastif.textclip import head_at_word
+
+#: Longest output handed back to the model; tiny models have tiny context windows.
+MAX_OUTPUT_CHARS = 8000
+
+
+def object_schema(properties: dict[str, dict[str, Any]], required: list[str]) -> dict[str, Any]:
+    """One place for a tool's parameter-schema shape, so every tool rejects unknown
+    arguments."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+def truncate_output(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
+    """Cap output length, saying how much was dropped so the model knows it is partial.
+
+    The cut falls between words (:func:`mastif.textclip.head_at_word`): a page listing cut
+    inside the sandbox's ``127.0.0.1:PORT`` would differ between stack jobs past the
+    response cache's stand-in for it."""
+    if len(text) <= limit:
+        return text
+    head = head_at_word(text, limit)
+    return f"{head}\n... [truncated {len(text) - len(head)} characters]"
+
 
 @dataclass(frozen=True)
 class ToolResult:

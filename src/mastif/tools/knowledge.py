@@ -35,16 +35,11 @@ from defusedxml import DefusedXmlException
 from defusedxml import ElementTree as SafeET
 from requests.adapters import HTTPAdapter
 
-from mastif.tools.base import Tool, ToolError
-from mastif.tools.builtin import (
-    MAX_OUTPUT_CHARS,
-    ChildLimitExceeded,
-    ChildLimits,
-    _schema,
-    _truncate,
-    run_isolated,
-)
+from mastif.tools.base import MAX_OUTPUT_CHARS, Tool, ToolError
+from mastif.tools.base import object_schema as _schema
+from mastif.tools.base import truncate_output as _truncate
 from mastif.tools.http import MAX_REDIRECTS, HttpFetcher
+from mastif.tools.isolation import ChildLimitExceeded, ChildLimits, run_isolated
 
 #: The real YouTube origin, as ``youtube-transcript-api`` hard-codes it.
 YOUTUBE_ORIGIN = "https://www.youtube.com"
@@ -698,7 +693,7 @@ PDF_TIMEOUT_S = 15.0
 def read_pdf(content: bytes, url: str, pages: str) -> str:
     """The text of ``pages`` of the PDF ``content`` (fetched from ``url``), formatted for
     the model and capped. Untrusted input and CPU-bound: :func:`make_pdf_reader_tool` runs
-    it in a limited child process (:func:`~mastif.tools.builtin.run_isolated`)."""
+    it in a limited child process (:func:`~mastif.tools.isolation.run_isolated`)."""
     from pypdf import PdfReader
 
     try:
