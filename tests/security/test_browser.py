@@ -17,7 +17,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import gc
 import hashlib
+import json
 import socket
 import socketserver
 import sys
@@ -41,6 +43,29 @@ SECRET = "FORBIDDEN-SECRET-7d41"
 REBIND_HOST = "rebind.test"
 #: what the rebinding name resolves to while the policy checks it (a public address)
 REBIND_PUBLIC = "93.184.215.14"
+
+
+#: ~250 bytes that make 300,000 visible links (issue 37, item 2)
+MANY_LINKS = (
+    "<html><body><script>const f = document.createDocumentFragment();"
+    "for (let i = 0; i < 300000; i++) { const a = document.createElement('a');"
+    "a.href = '/p' + i; a.textContent = 'link ' + i; f.append(a, ' '); }"
+    "document.body.append(f);</script></body></html>"
+)
+#: the same, fewer links, with a main world that lies: String.prototype.slice cuts nothing,
+#: every element's innerText is 50 KB, the title is 50 MB, querySelectorAll is wrapped
+MANY_LINKS_TAMPERED = (
+    "<html><body><script>String.prototype.slice = function () { return String(this); };"
+    "const big = 'x '.repeat(25000);"
+    "Object.defineProperty(HTMLElement.prototype, 'innerText', {get() { return big; }});"
+    "const qsa = document.querySelectorAll.bind(document);"
+    "document.querySelectorAll = s => qsa(s);"
+    "document.title = 't'.repeat(50000000);"
+    "const f = document.createDocumentFragment();"
+    "for (let i = 0; i < 2000; i++) { const a = document.createElement('a');"
+    "a.href = '/p' + i; a.textContent = 'link ' + i; f.append(a, ' '); }"
+    "document.body.append(f);</script></body></html>"
+)
 
 
 class _Forbidden(socketserver.ThreadingTCPServer):
@@ -122,6 +147,8 @@ def _allowed_server(forbidden: int, udp: int) -> ThreadingHTTPServer:
         "pc.createOffer().then(o => pc.setLocalDescription(o));"
         "</script></body></html>"
     )
+    pages["/many-links"] = MANY_LINKS
+    pages["/many-links-tampered"] = MANY_LINKS_TAMPERED
     worker_js = f"new WebSocket('{ws}').onmessage = e => postMessage(e.data);"
 
     class Handler(BaseHTTPRequestHandler):
@@ -236,6 +263,23 @@ def web(servers: tuple[_Forbidden, str]) -> Iterator[WebEnvironment]:
 @pytest.fixture(scope="module")
 def tools(web: WebEnvironment) -> dict[str, Tool]:
     return {t.name: t for t in web.tools(["web_browser", "web_interaction"])}
+
+
+@pytest.fixture(scope="module")
+def patient_tools(servers: tuple[_Forbidden, str]) -> Iterator[dict[str, Tool]]:
+    """The browser tools with time for a page that builds 300,000 links (~4 s here)."""
+    options = WebOptions(
+        allow_private=False,
+        allowed_hosts=(servers[1],),
+        browser_executable="/usr/bin/chromium",
+        action_timeout_s=30.0,
+        http_timeout_s=1.5,
+        page_chars=2000,
+        search_backend="duckduckgo",
+    )
+    env = WebEnvironment("live", options, None)
+    yield {t.name: t for t in env.tools(["web_browser", "web_interaction"])}
+    env.close()
 
 
 @pytest.fixture
@@ -377,6 +421,174 @@ def test_dns_rebinding_connects_to_the_checked_address(tools, web, forbidden, mo
     assert forbidden.hits == []
     # the checked (public) address, never the loopback one a second lookup gives
     assert REBIND_PUBLIC in connected and "127.0.0.1" not in connected
+
+
+# ------------------------------------------- the page listing's bounds (issue 37, item 2)
+
+
+def _peak_kb(pid: int | str = "self") -> int:
+    """The process's peak resident set (VmHWM) in kB."""
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+
+
+def _reset_peak(pid: int | str = "self") -> bool:
+    """Reset the peak to the current resident set (Linux >= 4.0); False if refused."""
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as clear:
+            clear.write("5")
+    except OSError:
+        return False
+    return True
+
+
+def _driver_pid() -> int | None:
+    """Playwright's node driver: a child of this process."""
+    psutil = pytest.importorskip("psutil")
+    for child in psutil.Process().children():
+        with contextlib.suppress(psutil.Error):
+            if "playwright" in " ".join(child.cmdline()):
+                return child.pid
+    return None
+
+
+def _listed_refs(listing: str) -> list[str]:
+    return [line for line in listing.splitlines() if line.startswith("[")]
+
+
+def _measured(tools: dict[str, Tool], url: str, run: str) -> tuple[Any, float, float, float]:
+    """The web_browser call's result, time (s), and peak resident growth (MB) of this
+    process and of the Playwright driver (nan if it cannot be measured)."""
+    gc.collect()
+    driver = _driver_pid()
+    if not _reset_peak():
+        pytest.skip("/proc/self/clear_refs cannot reset the peak resident set here")
+    base = _peak_kb()
+    driver_base = _peak_kb(driver) if driver is not None and _reset_peak(driver) else None
+    started = time.monotonic()
+    result = tools["web_browser"].invoke({"url": url}, run)
+    elapsed = time.monotonic() - started
+    growth = (_peak_kb() - base) / 1024
+    driver_growth = (
+        (_peak_kb(driver) - driver_base) / 1024 if driver_base is not None else float("nan")
+    )
+    print(f"{url}: {elapsed:.2f} s, peak +{growth:.0f} MB, driver +{driver_growth:.0f} MB")
+    return result, elapsed, growth, driver_growth
+
+
+@CHROMIUM
+@pytest.mark.parametrize(
+    ("path", "links"), [("/many-links", 300_000), ("/many-links-tampered", 2000)]
+)
+def test_a_page_of_many_links_is_listed_within_bounds(patient_tools, base, path, links) -> None:
+    """A ~250-byte page that makes 300,000 links (or one whose main world lies to any
+    script: ``String.prototype.slice``, ``innerText``, a 50 MB title). Before, every
+    element came back to Python: +1,144 MB peak RSS here and +521 MB in the driver, 29 s,
+    for the 300,000 links; +536 MB and a 52 MB listing (the whole title) for the lying page.
+    Now both grow by under 1 MB."""
+    from mastif.tools.snapshot import MAX_LISTED
+
+    tools = patient_tools
+    run = f"sec-many{path.replace('/', '-')}"
+    assert tools["web_browser"].invoke({"url": f"{base}/link"}, run).ok  # browser warm
+    result, elapsed, growth, driver_growth = _measured(tools, f"{base}{path}", run)
+    assert result.ok, result.error
+    out = result.output
+    assert f"listing truncated: first {MAX_LISTED} of {links} links" in out, out[-300:]
+    assert len(_listed_refs(out)) <= MAX_LISTED
+    assert len(out) < 12_000
+    assert growth < 50, f"the harness's peak resident set grew {growth:.0f} MB"
+    assert not driver_growth >= 50, f"the driver's peak resident set grew {driver_growth:.0f} MB"
+    if "tampered" in path:
+        from mastif.tools.snapshot import MAX_TITLE_CHARS
+
+        title = out.splitlines()[0]
+        assert len(title) < MAX_TITLE_CHARS + 100 and "title cut at" in title, title[:400]
+        assert "x x x" not in out  # no element's text is the page's 50 KB innerText lie
+    # the numbers written from the listing's own world are the page's: [2] is /p1
+    click = tools["web_interaction"].invoke({"action": "click", "target": "[2]"}, run)
+    assert not click.ok and "HTTP 404" in click.error and "/p1" in click.error, click
+
+
+@CHROMIUM
+def test_chromium_starts_with_none_of_the_harness_environment(servers, monkeypatch) -> None:
+    """Issue 37: every process of the browser gets an environment of its own. Before, each
+    Chromium process held the harness's whole environment, the canary key included."""
+    psutil = pytest.importorskip("psutil")
+    canary = "sk-canary-browser-" + hashlib.sha256(str(time.time()).encode()).hexdigest()[:12]
+    monkeypatch.setenv("OPENAI_API_KEY", canary)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    options = WebOptions(
+        allow_private=False,
+        allowed_hosts=(servers[1],),
+        browser_executable="/usr/bin/chromium",
+        action_timeout_s=10.0,
+        http_timeout_s=1.5,
+        page_chars=500,
+        search_backend="duckduckgo",
+    )
+    env = WebEnvironment("live", options, None)
+    try:
+        browser = env.tools(["web_browser"])[0]
+        assert browser.invoke({"url": f"http://{servers[1]}/link"}, "sec-env").ok
+        chromium = [
+            p for p in psutil.Process().children(recursive=True) if "chrom" in p.name().lower()
+        ]
+        assert chromium, "no Chromium process found"
+        for process in chromium:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                environment = process.environ()
+                assert canary not in json.dumps(environment), process.cmdline()[:1]
+                assert "HTTPS_PROXY" not in environment and "OPENAI_API_KEY" not in environment
+    finally:
+        env.close()
+
+
+def test_a_listing_is_bounded_and_checked_again_in_python() -> None:
+    """Whatever the page script sends back, no more than the caps goes further, and an
+    answer not shaped like a listing is a failed call."""
+    from mastif.tools.base import ToolError
+    from mastif.tools.snapshot import (
+        MAX_HREF_CHARS,
+        MAX_LABEL_CHARS,
+        MAX_LISTED,
+        MAX_TITLE_CHARS,
+        format_snapshot,
+        sanitise_snapshot,
+    )
+
+    huge = "y" * 1_000_000
+    raw = {
+        "title": huge,
+        "url": "http://a.example/",
+        "text": huge,
+        "links": [{"ref": i, "text": huge, "href": huge} for i in range(1, 1001)],
+        "fields": [
+            {"ref": 1001, "kind": "select", "label": huge, "value": "", "options": [huge] * 99}
+        ],
+        "buttons": [],
+    }
+    snap = sanitise_snapshot(raw, 2000)
+    assert len(snap["links"]) == MAX_LISTED and len(snap["title"]) == MAX_TITLE_CHARS
+    assert all(len(x["text"]) <= MAX_LABEL_CHARS for x in snap["links"])
+    assert all(len(x["href"]) <= MAX_HREF_CHARS for x in snap["links"])
+    out = format_snapshot(snap, 2000)
+    assert "listing truncated: first 41 of 1001 links" in out and "(+74 more)" in out
+    assert len(out) < 2000 + MAX_LISTED * (MAX_LABEL_CHARS + 2 * MAX_HREF_CHARS) + 5000
+    # the page's own cut of the text: the note counts what the whole text loses
+    cut = sanitise_snapshot(raw | {"links": [], "truncated": {"text": 5_000_000}}, 2000)
+    assert "y\n... [truncated 4998000 characters]\n" in format_snapshot(cut, 2000)
+    for bad in (
+        None,
+        "a" * 100,
+        [raw],
+        raw | {"links": ["[1] x"]},
+        raw | {"links": [{"ref": "1", "text": "a", "href": "/"}]},
+        raw | {"title": 7},
+        raw | {"truncated": []},
+    ):
+        with pytest.raises(ToolError, match="malformed"):
+            sanitise_snapshot(bad, 2000)
 
 
 # ------------------------------------------------- the proxy's own bounds (no Chromium)

@@ -20,13 +20,18 @@ there, and the proxy connects to the address the policy checked, not to the name
 for the first URL of a redirect chain, and never for WebSockets. What the proxy refuses
 is answered 403 with the reason and recorded as the run's refusal. Chromium is Debian's
 (``/usr/bin/chromium``), started headless with background networking, component updates
-and sync off and a fresh profile (Playwright's default temporary one).
+and sync off and a fresh profile (Playwright's default temporary one), and with an
+environment of its own (:func:`browser_environment`): none of the harness's variables, so
+no API key, token or proxy setting is in any browser process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import shutil
+import tempfile
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -52,6 +57,18 @@ CHROMIUM_ARGS = (
     # could reach a UDP service on a private address): no UDP, TCP through the proxy only
     "--webrtc-ip-handling-policy=disable_non_proxied_udp",
 )
+
+
+#: the harness's variables Chromium keeps: none that can hold a secret
+BROWSER_ENV_KEPT = ("TZ", "LANG", "LC_ALL")
+
+
+def browser_environment(home: str) -> dict[str, str]:
+    """Chromium's whole environment: a home of its own (``home``, for its caches) and the
+    time zone and language, if set; nothing else of the harness's (issue 37)."""
+    env = {name: os.environ[name] for name in BROWSER_ENV_KEPT if name in os.environ}
+    env["HOME"] = home
+    return env
 
 
 @dataclass(frozen=True)
@@ -103,6 +120,7 @@ class BrowserService:
         self._browser: Any = None
         self._pages: dict[str, _RunPage] = {}
         self._proxy: EgressProxy | None = None
+        self._home: str | None = None
         #: refusals of the browser-wide proxy (requests outside any run's context)
         self.refused_outside: list[str] = []
         self._closed = False
@@ -166,10 +184,12 @@ class BrowserService:
                         self.policy, _recorder(self.refused_outside)
                     ).start()
                 self._playwright = await async_playwright().start()
+                self._home = self._home or tempfile.mkdtemp(prefix="mastif-chromium-")
                 self._browser = await self._playwright.chromium.launch(
                     executable_path=self.options.executable,
                     headless=self.options.headless,
                     args=list(CHROMIUM_ARGS),
+                    env=browser_environment(self._home),
                     # loopback too: Playwright adds <-loopback> to Chromium's bypass list
                     proxy={"server": self._proxy.url},
                 )
@@ -255,3 +275,5 @@ class BrowserService:
             await self._playwright.stop()
         if self._proxy is not None:
             await self._proxy.close()
+        if self._home is not None:
+            shutil.rmtree(self._home, ignore_errors=True)

@@ -28,10 +28,14 @@ from urllib.parse import urljoin
 from bs4 import BeautifulSoup
 
 from mastif.tools.base import Tool, ToolError, current_run_id
+from mastif.tools.base import object_schema as _schema
+from mastif.tools.base import truncate_output as _truncate
 from mastif.tools.browser import BrowserService
-from mastif.tools.builtin import _schema, _truncate
 from mastif.tools.http import HttpFetcher
 from mastif.tools.netpolicy import check_url
+from mastif.tools.snapshot import MAX_LISTED, format_snapshot, snapshot_page
+
+__all__ = ["MAX_LISTED", "WEB_TOOL_NAMES", "format_snapshot", "make_web_tools", "snapshot_page"]
 
 WEB_TOOL_NAMES = (
     "web_search",
@@ -42,8 +46,6 @@ WEB_TOOL_NAMES = (
     "keyboard_interaction",
 )
 
-#: how many links / fields / buttons a page listing shows
-MAX_LISTED = 40
 #: how many hits one web_search returns at most
 MAX_SEARCH_RESULTS = 10
 
@@ -73,89 +75,6 @@ class WebAccess(Protocol):
     def search(self, query: str, max_results: int) -> list[SearchHit]:
         """The search backend: the sandbox's engine or the live one."""
         ...
-
-
-# --------------------------------------------------------------------------------------
-# Page listing (runs inside the page)
-# --------------------------------------------------------------------------------------
-
-#: Numbers visible links, fields and buttons with data-mastif-ref and lists them.
-_SNAPSHOT_JS = """
-(maxListed) => {
-  const out = {title: document.title, url: location.href,
-               text: document.body ? document.body.innerText : '',
-               links: [], fields: [], buttons: []};
-  const shown = el => !!(el.offsetWidth || el.offsetHeight || el.getClientRects().length);
-  const clean = s => (s || '').replace(/\\s+/g, ' ').trim().slice(0, 80);
-  const labelOf = el => {
-    if (el.id) {
-      const l = document.querySelector('label[for="' + CSS.escape(el.id) + '"]');
-      if (l) return clean(l.innerText);
-    }
-    const wrap = el.closest('label');
-    if (wrap) return clean(wrap.innerText);
-    return clean(el.getAttribute('aria-label') || el.getAttribute('placeholder') || el.name);
-  };
-  let n = 0;
-  document.querySelectorAll('[data-mastif-ref]').forEach(el => el.removeAttribute('data-mastif-ref'));
-  document.querySelectorAll('a[href], input, select, textarea, button').forEach(el => {
-    if (el.type === 'hidden' || !shown(el)) return;
-    n += 1;
-    el.setAttribute('data-mastif-ref', String(n));
-    const tag = el.tagName.toLowerCase();
-    if (tag === 'a') {
-      out.links.push({ref: n, text: clean(el.innerText) || clean(el.title), href: el.getAttribute('href')});
-    } else if (tag === 'button' || (tag === 'input' && ['submit', 'button', 'reset', 'image'].includes(el.type))) {
-      out.buttons.push({ref: n, text: clean(el.innerText || el.value || el.getAttribute('aria-label'))});
-    } else {
-      const f = {ref: n, kind: tag === 'input' ? el.type : tag, label: labelOf(el), value: clean(el.value)};
-      if (tag === 'select') f.options = Array.from(el.options).map(o => clean(o.text)).slice(0, 25);
-      if (el.type === 'checkbox' || el.type === 'radio') f.checked = el.checked;
-      out.fields.push(f);
-    }
-  });
-  return out;
-}
-"""
-
-
-def format_snapshot(snap: dict[str, Any], text_chars: int) -> str:
-    """A page as compact text: title, URL, visible text, then numbered links/fields/buttons."""
-    lines = [f"Page: {snap['title'] or '(untitled)'}", f"URL: {snap['url']}", "", "Text:"]
-    text = re.sub(r"\n\s*\n+", "\n", snap["text"] or "").strip()
-    lines.append(_truncate(text, text_chars) if text else "(no text)")
-    if snap["links"]:
-        lines.append("")
-        lines.append("Links:")
-        lines += [
-            f"[{x['ref']}] {x['text'] or x['href']} -> {x['href']}"
-            for x in snap["links"][:MAX_LISTED]
-        ]
-    if snap["fields"]:
-        lines.append("")
-        lines.append("Form fields:")
-        for f in snap["fields"][:MAX_LISTED]:
-            desc = f'[{f["ref"]}] {f["kind"]} "{f["label"]}"'
-            if f.get("value"):
-                desc += f' = "{f["value"]}"'
-            if "checked" in f:
-                desc += " (checked)" if f["checked"] else " (unchecked)"
-            if f.get("options"):
-                desc += " options: " + ", ".join(f["options"])
-            lines.append(desc)
-    if snap["buttons"]:
-        lines.append("")
-        lines.append(
-            "Buttons: "
-            + "; ".join(f"[{b['ref']}] {b['text']}" for b in snap["buttons"][:MAX_LISTED])
-        )
-    return "\n".join(lines)
-
-
-async def snapshot_page(page: Any, text_chars: int) -> str:
-    """The page as the browser tools list it (elements numbered for targeting)."""
-    await page.wait_for_load_state("domcontentloaded")
-    return format_snapshot(await page.evaluate(_SNAPSHOT_JS, MAX_LISTED), text_chars)
 
 
 _REF = re.compile(r"^\s*\[?\s*(\d+)\s*\]?\s*$")
