@@ -19,6 +19,7 @@ from mastif.blocked import (
     kendalls_w,
     rank_biserial,
 )
+from mastif.inference import small_sample_reason
 
 MODELS = ["m1", "m2"]
 PROTOCOLS = ["a2a", "mcp", "standard"]
@@ -202,6 +203,7 @@ def test_planted_effect_is_detected_and_null_factor_is_not() -> None:
 
 def test_small_n_is_insufficient_with_null_p() -> None:
     runs = _runs(n_tasks=3, seed=5)
+    reason = small_sample_reason(3, 5)
     out = blocked_tests(runs, metrics=["CT", "TCR"], factors=["protocol"], min_n=5)
     for metric in ("CT", "TCR"):
         row = _row(out["tests"], metric, "protocol")
@@ -212,12 +214,18 @@ def test_small_n_is_insufficient_with_null_p() -> None:
             None,
             None,
         )
-        assert row["note"] == "insufficient: n = 3 < min_n 5"
+        assert row["note"] == reason and row["n_tasks"] == 3
     assert out["pairs"].height == 6
     assert out["pairs"]["p_value"].null_count() == 6
-    assert set(out["pairs"]["note"]) == {"insufficient: n = 3 < min_n 5"}
-    # success's blocks are (task, repeat, model, framework): 3 x 2 x 4 = 24 >= 5
-    ok = blocked_tests(runs, metrics=["success"], factors=["protocol"], min_n=5)
+    assert set(out["pairs"]["note"]) == {reason}
+    # success's blocks are (task, repeat, model, framework): 3 x 2 x 4 = 24 blocks, but
+    # they come from 3 tasks (before issue 38 the 24 blocks passed the guard: a p-value)
+    few = blocked_tests(runs, metrics=["success"], factors=["protocol"], min_n=5)
+    row = _row(few["tests"], "success", "protocol")
+    assert (row["n_blocks"], row["n_tasks"], row["p_value"]) == (24, 3, None)
+    assert row["note"] == reason
+    assert few["pairs"]["p_value"].null_count() == few["pairs"].height == 3
+    ok = blocked_tests(_runs(n_tasks=5, seed=5), metrics=["success"], factors=["protocol"])
     assert _row(ok["tests"], "success", "protocol")["p_value"] is not None
     # lowering min_n lets the test run
     low = blocked_tests(runs, metrics=["CT"], factors=["protocol"], min_n=3)
@@ -263,7 +271,9 @@ def test_degenerate_and_empty_inputs() -> None:
     tusr = _row(out["tests"], "TUSR", "protocol")
     assert tusr["p_value"] is None and "identical" in tusr["note"]
     ivs = _row(out["tests"], "IVS", "protocol")
-    assert ivs["n_blocks"] == 0 and ivs["note"].startswith("insufficient: n = 0")
+    assert ivs["n_blocks"] == 0 and ivs["n_tasks"] == 0
+    assert ivs["note"].startswith(small_sample_reason(0, 5))
+    assert "(no IVS data for protocol a2a, mcp, standard)" in ivs["note"]
     assert out["pairs"].filter(pl.col("metric") == "TUSR")["p_value"].null_count() == 3
     empty = blocked_tests(runs.head(0))
     assert empty["tests"].height == 0 and empty["tests"].schema == pl.Schema(TESTS_SCHEMA)
@@ -286,3 +296,25 @@ def test_the_rank_sum_permutation_p_is_cochrans_q_permutation_p_on_binary_data()
         alternative="greater", random_state=5,
     )  # fmt: skip
     assert blocked.permutation_p(x, seed=5, n_resamples=999) == pytest.approx(ref.pvalue)
+
+
+def test_repeats_are_not_independent_tasks() -> None:
+    # 2 tasks x 6 repeats: 12 (task, repeat) blocks >= min_n, yet only 2 independent tasks
+    runs = _runs(n_tasks=2, repeats=6, seed=9, ct_effect={"mcp": 2.0}, success_effect={"mcp": 0.5})
+    out = blocked_tests(runs, metrics=["CT", "TCR", "success"], min_n=5)
+    tests, pairs = out["tests"], out["pairs"]
+    assert tests.height == 9 and set(tests["n_tasks"]) == {2}
+    assert (tests.filter(pl.col("metric") == "CT")["n_blocks"] == 12).all()
+    for frame in (tests, pairs):
+        assert frame["p_value"].null_count() == frame.height
+        assert frame["p_adjusted"].null_count() == frame.height
+        assert frame["statistic"].null_count() == frame.height
+        assert set(frame["note"]) == {small_sample_reason(2, 5)}
+    # the same design with 30 tasks and the planted effect: p-values, adjusted, significant
+    big = blocked_tests(
+        _runs(n_tasks=30, seed=9, ct_effect={"mcp": 2.0}, success_effect={"mcp": 0.5}),
+        metrics=["CT", "success"],
+        factors=["protocol"],
+    )["tests"]
+    assert big["p_value"].null_count() == 0 and (big["p_adjusted"] < 0.05).all()
+    assert set(big["n_tasks"]) == {30} and big["note"].null_count() == big.height

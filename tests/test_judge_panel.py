@@ -287,7 +287,9 @@ def test_one_judge_one_repeat_says_what_is_needed():
     assert kappa["n_runs"] == 1 and kappa["value"] is None and "insufficient" in kappa["note"]
     assert "kappa undefined" in kappa["note"] and "validated" not in kappa["note"]
     accuracy = out.filter(kind="judge_vs_check", statistic="accuracy").row(0, named=True)
-    assert accuracy["value"] == 1.0 and "kappa" not in accuracy["note"]
+    # one run, one class: the accuracy (1 by construction) is not assessable, never 1.0
+    assert accuracy["value"] is None and "not assessable: one class only" in accuracy["note"]
+    assert "kappa" not in accuracy["note"]
 
 
 def test_empty_input_keeps_the_schema():

@@ -67,11 +67,22 @@ def test_vectorised_kappa_equals_sklearn() -> None:
                           (~truth & verdict).sum(), (~truth & ~verdict).sum()], dtype=float)  # fmt: skip
         acc, kappa = agreement_from_tables(table)
         n, ref_acc, ref_kappa = judge_agreement(truth.tolist(), verdict.tolist())
-        assert acc == pytest.approx(ref_acc)
+        if ref_acc is None:  # one class only: not assessable
+            assert np.isnan(acc)
+        else:
+            assert acc == pytest.approx(ref_acc)
         if ref_kappa is None:
             assert np.isnan(kappa)
         else:
             assert kappa == pytest.approx(ref_kappa)
+
+
+def test_one_class_only_tables_give_no_accuracy() -> None:
+    # all checks failed, no verdict of success: (T,T), (T,F), (F,T), (F,F) = 0, 0, 0, 5
+    acc, kappa = agreement_from_tables(np.array([0.0, 0.0, 0.0, 5.0]))
+    assert np.isnan(acc) and np.isnan(kappa)
+    acc, kappa = agreement_from_tables(np.array([2.0, 0.0, 1.0, 2.0]))
+    assert acc == pytest.approx(0.8) and np.isfinite(kappa)
 
 
 def test_intervals_equal_a_naive_loop_bootstrap() -> None:
@@ -86,7 +97,8 @@ def test_intervals_equal_a_naive_loop_bootstrap() -> None:
         _, acc, kappa = judge_agreement(
             sample["success"].to_list(), sample["judge_success"].to_list()
         )
-        accs.append(acc)
+        if acc is not None:  # one class only: not assessable, left out like kappa
+            accs.append(acc)
         if kappa is not None:
             kappas.append(kappa)
     q = quantile_bounds(confidence)
@@ -114,7 +126,10 @@ def test_unknown_kappa_is_null_and_not_validated() -> None:
     runs = _runs().with_columns(pl.lit(True).alias("success"), pl.lit(True).alias("judge_success"))
     pooled = judge_validity(runs, resamples=100).filter(scope="pooled")
     assert pooled["kappa"][0] is None and pooled["validated"][0] is None
-    assert pooled["accuracy"][0] == 1.0
+    # one class only: the accuracy (1 by construction) is not assessable, not a perfect 1
+    assert pooled["accuracy"][0] is None
+    assert pooled["accuracy_ci_low"][0] is None and pooled["accuracy_ci_high"][0] is None
+    assert "not assessable: one class only" in pooled["note"][0]
     assert "not validated" in pooled["note"][0]
     no_checks = _runs().with_columns(pl.lit(None, dtype=pl.Boolean).alias("success"))
     pooled = judge_validity(no_checks, resamples=100).filter(scope="pooled")
@@ -126,3 +141,22 @@ def test_one_task_is_insufficient() -> None:
     out = judge_validity(_runs(n_tasks=1), resamples=100)
     assert out["kappa_ci_low"].is_null().all() and out["accuracy_ci_high"].is_null().all()
     assert out["note"].str.starts_with("insufficient").all()
+
+
+def test_the_gate_says_not_assessable_for_one_class_only() -> None:
+    from mastif.judge_validity import gate_table
+
+    # the .test run's case: every check failed and no TCR reached 0.7
+    runs = _runs().with_columns(
+        pl.lit(False).alias("success"), pl.lit(False).alias("judge_success")
+    )
+    gate = gate_table(judge_validity(runs, resamples=50)).row(0, named=True)
+    assert gate["validated"] is False and gate["accuracy"] is None and gate["kappa"] is None
+    assert "judge NOT validated" in gate["verdict"]
+    assert "not assessable: one class only" in gate["verdict"]
+    assert "not assessable: one class only" in gate["note"]
+    # a validated judge says so; no table at all is not validated
+    good = gate_table(judge_validity(_runs(agree=1.0), resamples=50)).row(0, named=True)
+    assert good["validated"] is True and good["verdict"].startswith("judge validated")
+    none = gate_table(pl.DataFrame()).row(0, named=True)
+    assert none["validated"] is False and "no judge-validity result" in none["verdict"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import polars as pl
@@ -295,10 +296,12 @@ def test_stack_metrics_hand_computed() -> None:
         "timeout_share": 0.0,
         "error_share": 1 / 3,
         "n_usage_missing": 0,
-        "TU_mean": 0.75,
-        "TA_mean": 0.85,
-        "TCR_mean": 0.75,  # (1.0 + 0.5) / 2: r3 (judge failed) excluded
-        "TCR_std": math.sqrt(0.125),  # sample σ of {1.0, 0.5}
+        # r3's judgement failed: its scores are unknown, so are the means over the runs
+        # (never (1.0 + 0.5) / 2 over the judged ones), with n_judge_failed beside them
+        "TU_mean": None,
+        "TA_mean": None,
+        "TCR_mean": None,
+        "TCR_std": None,
         # CT and V over the completed r1 and r3 only; the errored r2 is counted, not averaged
         "CT_mean": 20.0,  # (10 + 30) / 2
         "CT_std": math.sqrt(200.0),  # sample σ of {10, 30}
@@ -405,7 +408,8 @@ def test_empty_inputs_keep_schemas() -> None:
 def test_equation_functions() -> None:
     df = pl.DataFrame(
         {
-            "TCR": [1.0, None, 0.3],
+            "TCR": [1.0, 0.0, 0.3],
+            "judge_status": ["ok", "ok", "ok"],
             "status": ["ok", "ok", "timeout"],
             "CT": [1.0, 2.0, 6.0],
             "V": [10, 20, 60],
@@ -422,7 +426,12 @@ def test_equation_functions() -> None:
         svs().alias("svs"),
     ).row(0, named=True)
     # CT and V over the two completed runs: (1 + 2) / 2 and (10 + 20) / 2; the timeout is out
-    assert _close(out["tcr"], 0.65) and out["ct"] == 1.5 and out["v"] == 15.0
+    assert _close(out["tcr"], 1.3 / 3) and out["ct"] == 1.5 and out["v"] == 15.0
+    # a failed judgement (its stale 0.0 nulled by run_metrics): TCR unknown, not (1 + 0.3) / 2
+    failed = df.with_columns(
+        TCR=pl.Series([1.0, None, 0.3]), judge_status=pl.Series(["ok", "judge_failed", "ok"])
+    )
+    assert failed.select(tcr()).item() is None
     assert out["tusr"] == 0.75 and _close(out["svs"], 0.3)
     no_calls = df.filter(pl.col("n_tool_calls") == 0).select(tusr()).item()
     assert no_calls is None
@@ -457,14 +466,20 @@ def test_km_median_time_hand_computed(runs: list[tuple[float, str]], median: flo
     assert _close(km_median_time(times, statuses), median)
 
 
-def _stack_of(model: str, runs: list[tuple[str, float, int | None, float]]) -> pl.DataFrame:
-    """Run metrics of one stack from (status, wall seconds, completion tokens, TCR)."""
+def _stack_of(
+    model: str, runs: list[tuple[str, float, int | None, float]], judge_failed: Sequence[int] = ()
+) -> pl.DataFrame:
+    """Run metrics of one stack from (status, wall seconds, completion tokens, TCR); the
+    judgements of the runs at positions ``judge_failed`` failed (their TCR a stale score)."""
     traces = [
         _run(f"{model}{i}", model, status, wall, tokens, [])  # type: ignore[arg-type]
         for i, (status, wall, tokens, _) in enumerate(runs)
     ]
     judged = _judged(
-        [(f"{model}{i}", model, "ok", 0.7, 0.7, tcr_) for i, (*_, tcr_) in enumerate(runs)]
+        [
+            (f"{model}{i}", model, "judge_failed" if i in judge_failed else "ok", 0.7, 0.7, tcr_)
+            for i, (*_, tcr_) in enumerate(runs)
+        ]
     )
     values = pl.DataFrame(
         {"run_id": judged["run_id"], "IVS": None, "IVS_prompt_output": None, "IVS_reasoning": None}
@@ -491,6 +506,33 @@ def test_a_stack_fast_only_because_it_timed_out_is_not_on_the_front() -> None:
     assert slow["pareto_optimal"] is True  # not dominated by the ineligible cut
     # without the eligibility rule the same numbers would put cut on the front, slow off it
     assert pareto_front(s).to_list() == [True, False]  # sorted by model: cut, slow
+
+
+def test_a_failed_judgement_neither_raises_tcr_nor_moves_a_stack_onto_the_front() -> None:
+    # lucky: one run judged 0.5, the other's judgement failed (its stale 0.0 is no score).
+    # Dropping the failed one, as before, gave lucky TCR 0.50 (0.25 had the judge scored the
+    # 0.0), and with its 10 s and 100 tokens it dominated steady (0.4, 20 s, 200 tokens).
+    table = pl.concat(
+        [
+            _stack_of("lucky", [("ok", 10.0, 100, 0.5), ("ok", 10.0, 100, 0.0)], judge_failed=[1]),
+            _stack_of("steady", [("ok", 20.0, 200, 0.4), ("ok", 20.0, 200, 0.4)]),
+        ]
+    )
+    s = stack_metrics(table)
+    lucky, steady = _row(s, "model", "lucky"), _row(s, "model", "steady")
+    # unknown, not raised: the mean over runs with an unknown score is unknown
+    assert (lucky["TCR_mean"], lucky["TU_mean"], lucky["TA_mean"]) == (None, None, None)
+    assert lucky["TCR_std"] is None
+    assert (lucky["n_judged"], lucky["n_judge_failed"]) == (1, 1)
+    # all its runs completed, but it is not eligible and dominates nobody
+    assert lucky["n_ok"] == lucky["n_runs"] == 2
+    assert lucky["pareto_optimal"] is False
+    assert steady["pareto_optimal"] is True and _close(steady["TCR_mean"], 0.4)
+    # with TCR 0.5 from the judged run alone lucky would dominate steady
+    raised = s.with_columns(
+        pl.when(pl.col("model") == "lucky").then(0.5).otherwise("TCR_mean").alias("TCR_mean")
+    )
+    assert pareto_front(raised).to_list() == [True, False]  # sorted by model: lucky, steady
 
 
 def test_missing_usage_is_null_v_and_cost_and_counted() -> None:
@@ -603,8 +645,10 @@ def test_judge_agreement_hand_computed() -> None:
     n, accuracy, kappa = judge_agreement(check, judge)
     assert (n, accuracy) == (4, 0.75)
     assert kappa is not None and math.isclose(kappa, 0.5)
-    # one label throughout: chance agreement is 1, κ undefined; accuracy still 1
-    assert judge_agreement([False, False], [False, False]) == (2, 1.0, None)
+    # one class only (all checks failed, no verdict of success): κ undefined and the
+    # accuracy, 1 by construction, not assessable: null, never a perfect 1.0
+    assert judge_agreement([False, False], [False, False]) == (2, None, None)
+    assert judge_agreement([True], [True]) == (1, None, None)
     assert judge_agreement([None], [True]) == (0, None, None)
     # total disagreement on balanced labels: κ = -1
     assert judge_agreement([True, False], [False, True])[2] == -1.0
@@ -624,11 +668,11 @@ def test_success_and_judge_agreement_per_stack() -> None:
     assert math.isclose(a["success_rate"], 2 / 3)
     b = _row(stacks, "model", "mB")  # no check on its task
     assert (b["n_checked"], b["success_rate"], b["judge_accuracy"]) == (0, None, None)
-    c = _row(stacks, "model", "mC")  # one pair, one label: κ undefined
+    c = _row(stacks, "model", "mC")  # one pair, one class: κ undefined, accuracy not assessable
     assert (c["n_checked"], c["success_rate"], c["judge_accuracy"], c["judge_kappa"]) == (
         1,
         0.0,
-        1.0,
+        None,
         None,
     )
 

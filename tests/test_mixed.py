@@ -9,7 +9,9 @@ import polars as pl
 import pytest
 
 from mastif import mixed
+from mastif.inference import small_sample_reason
 from mastif.mixed import MIXED_SCHEMA, mixed_models
+from mastif.mixed_joint import MIXED_JOINT_SCHEMA, joint_tests
 
 ANCHORS = np.array([0.0, 0.3, 0.5, 0.7, 1.0])
 PROTOCOL_EFFECT = 0.3  # on log CT
@@ -249,3 +251,239 @@ def test_exception_in_fit_is_fit_failed(monkeypatch, data: pl.DataFrame) -> None
     out = mixed_models(data, metrics=["success"])
     assert out.height == 1
     assert out["note"][0].startswith("fit failed: LinAlgError: Singular matrix")
+
+
+# ------------------------------------------------------------ issue 38: small samples
+
+
+def test_two_tasks_keep_estimates_but_give_no_p_or_interval() -> None:
+    # 2 tasks x 10 repeats: 80 runs fit every model, but 2 independent tasks carry no test
+    two = crossed(n_tasks=2, repeats=10, seed=3)
+    out = mixed_models(two, min_n=5)
+    reason = small_sample_reason(2, 5)
+    fitted = out.filter(pl.col("term").is_not_null())
+    assert fitted.height > 0 and set(fitted["metric"]) == set(mixed.MODEL_KINDS)
+    assert fitted["estimate"].null_count() < fitted.height  # effect sizes stay
+    for col in ("ci_low", "ci_high", "p_value"):
+        assert out[col].null_count() == out.height, col
+    assert all(n.startswith(reason) for n in fitted["note"])
+    assert all(reason in n for n in out["note"])
+    # the default min_n of the function is the config's default, 5
+    assert mixed_models(two, metrics=["CT"])["p_value"].null_count() > 0
+    # from min_n tasks on, p and intervals are back
+    ok = mixed_models(two, min_n=2, metrics=["CT"])
+    assert row(ok, "CT", "protocol[T.mcp]")["p_value"] is not None
+
+
+# ------------------------------------------------------------ issue 38: joint tests
+
+
+def framework_planted(n_tasks: int, seed: int, planted: bool = True) -> pl.DataFrame:
+    """crossed() with the factor names swapped: the planted effect is on framework (mcp ->
+    langgraph), protocol is null; without ``planted`` the effect is removed (null data)."""
+    base = crossed(n_tasks=n_tasks, seed=seed)
+    if not planted:
+        rng = np.random.default_rng(seed)
+        task = base["task_id"].cast(pl.Categorical).to_physical().to_numpy()
+        u = rng.normal(0, 0.7, n_tasks)[task]
+        eta = -0.7 + u + rng.normal(0, 0.001, base.height)
+        base = base.with_columns(
+            pl.Series("CT", np.exp(3 + u + rng.normal(0, 0.15, base.height))),
+            pl.Series("success", rng.random(base.height) < 1 / (1 + np.exp(-eta))),
+        )
+    swap = {"a2a": "crewai", "mcp": "langgraph", "crewai": "a2a", "langgraph": "mcp"}
+    return base.with_columns(
+        pl.col("protocol").replace(swap).alias("framework"),
+        pl.col("framework").replace(swap).alias("protocol"),
+    )
+
+
+def factorial(n_tasks: int, seed: int, effect: float = 0.0) -> pl.DataFrame:
+    """bench/joint_power.py's design: 3 models x 3 protocols x 4 frameworks on every task,
+    strong task effects; framework langgraph succeeds ``effect`` more often."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for t in range(n_tasks):
+        p, ct = rng.uniform(0.1, 0.9), rng.lognormal(3.0, 0.6)
+        for m in ("m1", "m2", "m3"):
+            for pr in ("a2a", "mcp", "standard"):
+                for fw in ("crewai", "langchain", "langgraph", "semantic_kernel"):
+                    rows.append(
+                        {
+                            "run_id": f"{t}-{m}-{pr}-{fw}",
+                            "model": m,
+                            "protocol": pr,
+                            "framework": fw,
+                            "task_id": f"t{t:02d}",
+                            "repeat": 0,
+                            "status": "ok",
+                            "success": bool(rng.random() < p + effect * (fw == "langgraph")),
+                            "CT": float(ct * rng.lognormal(0.0, 0.3)),
+                        }
+                    )
+    return pl.DataFrame(rows)
+
+
+def by_hand_hotelling(data: pl.DataFrame, metric: str, factor: str, log: bool = False):
+    """(F, p) by hand: per task the factor's level means (over the other factors' cells),
+    differences from the first level (treatment contrasts, not the module's Helmert ones:
+    Hotelling's T2 does not depend on the contrast basis), T2 = n dbar' S^-1 dbar."""
+    from scipy import stats as st
+
+    y = pl.col(metric).cast(pl.Float64)
+    means = (
+        data.with_columns((y.log() if log else y).alias("y"))
+        .group_by("task_id", factor)
+        .agg(pl.col("y").mean())
+        .sort("task_id", factor)
+        .pivot(factor, index="task_id", values="y")
+    )
+    m = means.drop("task_id").to_numpy()
+    d = m[:, 1:] - m[:, [0]]
+    n, p = d.shape
+    dbar = d.mean(axis=0)
+    t2 = n * dbar @ np.linalg.inv(np.cov(d, rowvar=False, ddof=1).reshape(p, p)) @ dbar
+    f = (n - p) / (p * (n - 1)) * t2
+    return f, st.f.sf(f, p, n - p)
+
+
+def test_joint_schema_and_two_tasks_give_no_p() -> None:
+    two = framework_planted(2, seed=3)
+    out = joint_tests(two, min_n=5)
+    assert out.schema == pl.Schema(MIXED_JOINT_SCHEMA)
+    assert set(out["metric"]) == set(mixed.MODEL_KINDS)
+    assert set(out["term"]) == {"protocol", "framework", "protocol:framework"}
+    for col in ("statistic", "p_value", "p_adjusted"):
+        assert out[col].null_count() == out.height, col
+    assert set(out["note"]) == {small_sample_reason(2, 5)}
+    assert set(out["n_tasks"]) == {2} and set(out["df"]) == {1}
+    assert set(out["test"]) == {"Hotelling"}
+    empty = joint_tests(two, metrics=[])
+    assert empty.height == 0 and empty.schema == pl.Schema(MIXED_JOINT_SCHEMA)
+
+
+def test_joint_test_detects_planted_framework_effect() -> None:
+    data = framework_planted(30, seed=7)
+    out = joint_tests(data, metrics=["CT", "success", "TCR"], min_n=5)
+    assert out["p_value"].null_count() == 0 and set(out["n_tasks"]) == {30}
+    for metric in ("CT", "success", "TCR"):
+        fw = out.filter((pl.col("metric") == metric) & (pl.col("term") == "framework")).row(
+            0, named=True
+        )
+        assert fw["p_value"] < 0.05 and fw["p_adjusted"] < 0.05, fw
+        assert fw["df"] == 1 and fw["statistic"] > 0 and fw["test"] == "Hotelling"
+        part = out.filter(pl.col("metric") == metric)
+        # Holm within the metric's family of joint tests
+        from statsmodels.stats.multitest import multipletests
+
+        expected = multipletests(part["p_value"].to_list(), method="holm")[1]
+        assert part["p_adjusted"].to_list() == pytest.approx(list(expected))
+
+
+def test_hotelling_equals_by_hand_and_paired_t() -> None:
+    from scipy import stats as st
+
+    # one df: the paired t-test of the tasks' framework differences, F = t^2
+    data = framework_planted(30, seed=7)
+    r = joint_tests(data, metrics=["CT"]).filter(pl.col("term") == "framework").row(0, named=True)
+    m = (
+        data.group_by("task_id", "framework")
+        .agg(pl.col("CT").log().mean())
+        .pivot("framework", index="task_id", values="CT")
+    )
+    t = st.ttest_rel(m["langgraph"].to_numpy(), m["crewai"].to_numpy())
+    assert r["statistic"] == pytest.approx(t.statistic**2, rel=1e-9)
+    assert r["p_value"] == pytest.approx(t.pvalue, rel=1e-9)
+    assert r["df"] == 1 and r["n_tasks"] == 30
+    # several df, in the 3 x 3 x 4 design: main effects of 2 and 3 df, success and log CT
+    big = factorial(25, seed=4, effect=0.2)
+    out = joint_tests(big, metrics=["success", "CT"])
+    for metric, factor, q in [("success", "framework", 3), ("CT", "protocol", 2)]:
+        r = out.filter((pl.col("metric") == metric) & (pl.col("term") == factor)).row(0, named=True)
+        f, p = by_hand_hotelling(big, metric, factor, log=metric == "CT")
+        assert r["df"] == q and r["statistic"] == pytest.approx(f, rel=1e-9)
+        assert r["p_value"] == pytest.approx(p, rel=1e-9)
+
+
+def test_null_experiment_joint_test_is_not_significant() -> None:
+    out = joint_tests(framework_planted(30, seed=11, planted=False), metrics=["CT", "success"])
+    assert out["p_value"].null_count() == 0
+    fw = out.filter(pl.col("term") == "framework")
+    assert (fw["p_value"] > 0.05).all() and (fw["p_adjusted"] > 0.05).all(), fw
+    # the bench's null design: no main effect significant
+    null = joint_tests(factorial(30, seed=12), metrics=["CT", "success"])
+    mains = null.filter(~pl.col("term").str.contains(":"))
+    assert mains.height == 6 and (mains["p_value"] > 0.05).all(), mains
+
+
+def test_joint_three_factor_terms_and_family_adjust() -> None:
+    data = factorial(20, seed=5)
+    out = joint_tests(data, metrics=["success"], family_adjust="fdr_bh")
+    assert out["term"].to_list() == [
+        "model",
+        "protocol",
+        "framework",
+        "model:protocol",
+        "model:framework",
+        "protocol:framework",
+        "model:protocol:framework",
+    ]
+    assert out["df"].to_list() == [2, 2, 3, 4, 6, 6, 12]
+    from statsmodels.stats.multitest import multipletests
+
+    ok = out.filter(pl.col("p_value").is_not_null())
+    assert ok.height == 7
+    expected = multipletests(ok["p_value"].to_list(), method="fdr_bh")[1]
+    assert ok["p_adjusted"].to_list() == pytest.approx(list(expected))
+    with pytest.raises(ValueError):
+        joint_tests(data, family_adjust="bonferroni")
+
+
+def test_term_with_df_at_least_n_tasks_has_no_p() -> None:
+    out = joint_tests(factorial(10, seed=2), metrics=["success", "CT"])
+    dfs = dict(zip(out["term"], out["df"], strict=False))
+    assert dfs == {"model": 2, "protocol": 2, "framework": 3, "model:protocol": 4,
+                   "model:framework": 6, "protocol:framework": 6,
+                   "model:protocol:framework": 12}  # fmt: skip
+    three = out.filter(pl.col("term") == "model:protocol:framework")
+    assert three.height == 2
+    for r in three.iter_rows(named=True):
+        assert r["statistic"] is None and r["p_value"] is None and r["p_adjusted"] is None
+        assert "needs at least df + 1 = 13 tasks with every cell, has 10" in r["note"]
+    rest = out.filter(pl.col("term") != "model:protocol:framework")
+    assert rest["p_value"].null_count() == 0
+    # Holm over the six tests that have a p
+    from statsmodels.stats.multitest import multipletests
+
+    part = rest.filter(pl.col("metric") == "CT")
+    expected = multipletests(part["p_value"].to_list(), method="holm")[1]
+    assert part["p_adjusted"].to_list() == pytest.approx(list(expected))
+
+
+def test_task_missing_a_cell_is_left_out_with_a_note() -> None:
+    data = factorial(14, seed=3)
+    cut = data.filter(~((pl.col("task_id") == "t00") & (pl.col("framework") == "crewai")))
+    out = joint_tests(cut, metrics=["CT"])
+    assert set(out["n_tasks"]) == {13}
+    assert all("1 task(s) without a CT value in every cell left out" in n for n in out["note"])
+    # the same numbers as without that task
+    ref = joint_tests(data.filter(pl.col("task_id") != "t00"), metrics=["CT"])
+    assert out["statistic"].to_list() == pytest.approx(ref["statistic"].to_list())
+
+
+def test_constant_contrasts_are_not_testable() -> None:
+    data = framework_planted(10, seed=1)
+    # success depends on the task only: every contrast is 0 on every task
+    data = data.with_columns(
+        (pl.col("task_id").str.slice(1).cast(pl.Int64) % 2 == 0).alias("success")
+    )
+    out = joint_tests(data, metrics=["success"])
+    assert out["p_value"].null_count() == out.height
+    assert all("no variation" in n for n in out["note"])
+    # a model level that copies another's runs: the terms with model have nothing to test
+    two = pl.concat([framework_planted(12, seed=5).with_columns(model=pl.lit(m)) for m in "ab"])
+    out = joint_tests(two, metrics=["success"])
+    with_model = out.filter(pl.col("term").str.contains("model"))
+    assert with_model.height == 4 and with_model["p_value"].null_count() == 4
+    assert all("no variation" in n for n in with_model["note"])
+    assert out.filter(~pl.col("term").str.contains("model"))["p_value"].null_count() == 0

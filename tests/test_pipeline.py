@@ -163,7 +163,7 @@ def test_end_to_end_on_the_bundled_model(pipeline_copy):
     assert dry_run_rules() == {
         "judge_runs", "aggregate_metrics", "test_factors", "mixed_models", "blocked_tests", "plot_violins",
         "plot_pareto", "bootstrap_effects", "plot_effects", "write_tables", "judge_agreement",
-        "build_viewer", "all",
+        "build_viewer", "judge_gate", "all",
     }  # fmt: skip
     rubric.write_text(original)
     # a prompt edit reruns execution (and everything after it), not sampling

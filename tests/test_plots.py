@@ -115,7 +115,7 @@ def test_violins_written(
 ) -> None:
     # TUSR: m1 has no values, m2 is a constant group; protocol has a single level throughout
     stem = tmp_path / f"violin_{metric}"
-    check_written(plots.plot_violins(run_metrics, posthoc, metric, stem), stem)
+    check_written(plots.plot_violins(run_metrics, posthoc, metric, stem, min_n=2), stem)
 
 
 def test_significant_pairs_follow_the_configured_alpha(posthoc: pl.DataFrame) -> None:
@@ -143,10 +143,10 @@ def test_violins_single_value_and_empty_panel(posthoc: pl.DataFrame, tmp_path: P
         schema_overrides={"framework": pl.String},
     )
     stem = tmp_path / "one"
-    check_written(plots.plot_violins(one, posthoc, "TCR", stem), stem)
+    check_written(plots.plot_violins(one, posthoc, "TCR", stem, min_n=2), stem)
     none = one.with_columns(pl.lit(None, pl.Float64).alias("TCR"))
     stem = tmp_path / "none"
-    check_written(plots.plot_violins(none, posthoc.clear(), "TCR", stem), stem)
+    check_written(plots.plot_violins(none, posthoc.clear(), "TCR", stem, min_n=2), stem)
 
 
 def test_pareto(stacks: pl.DataFrame, tmp_path: Path) -> None:
@@ -184,8 +184,8 @@ def test_reruns_are_byte_identical(
     run_metrics: pl.DataFrame, posthoc: pl.DataFrame, tmp_path: Path
 ) -> None:
     """Fixed jitter seed, no SVG date, fixed SVG id salt: Snakemake sees no spurious change."""
-    first = plots.plot_violins(run_metrics, posthoc, "TCR", tmp_path / "a")
-    second = plots.plot_violins(run_metrics, posthoc, "TCR", tmp_path / "b")
+    first = plots.plot_violins(run_metrics, posthoc, "TCR", tmp_path / "a", min_n=2)
+    second = plots.plot_violins(run_metrics, posthoc, "TCR", tmp_path / "b", min_n=2)
     assert [p.read_bytes() for p in first] == [p.read_bytes() for p in second]
 
 

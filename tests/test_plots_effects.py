@@ -23,7 +23,7 @@ def effects() -> pl.DataFrame:
     without any value; V: no value at all (a "no data" panel); pareto rows ignored."""
     rows = []
 
-    def add(stack, metric, mean, low=None, high=None, n_tasks=5):
+    def add(stack, metric, mean, low=None, high=None, n_tasks=30):
         note = None if low is not None else "insufficient: n_tasks = 1 < 2"
         rows.append(
             dict(zip(("model", "protocol", "framework"), stack, strict=True))
@@ -114,8 +114,8 @@ def test_whiskers_only_for_stacks_with_an_interval(
     (hollow,) = [c for c in tcr.collections if c.get_gid() == "no_ci"]
     assert hollow.get_offsets().tolist() == [[0.2, 2.0]]
     assert len(hollow.get_facecolors()) == 0 or hollow.get_facecolors()[0][3] == 0
-    assert any("no interval: fewer than 2 tasks" in t for t in _texts(fig))
-    assert "no interval: fewer than 2 tasks" in fig.get_suptitle()
+    assert any(plots_effects.NO_INTERVAL in t for t in _texts(fig))
+    assert plots_effects.NO_INTERVAL in fig.get_suptitle()
 
 
 def test_no_interval_note_only_when_a_stack_lacks_one(

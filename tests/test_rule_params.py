@@ -86,8 +86,15 @@ READS: dict[str, set[str]] = {
     "values.backend": {"tag_values"},
     "stats.alpha": {"test_factors", "blocked_tests", "write_tables", "plot_violins"},
     "stats.p_adjust": {"test_factors"},
-    "stats.family_adjust": {"test_factors", "blocked_tests"},
-    "stats.min_n": {"test_factors", "blocked_tests"},
+    "stats.family_adjust": {"test_factors", "blocked_tests", "mixed_models"},
+    # below min_n independent tasks no p-value, star or best level anywhere (issue 38)
+    "stats.min_n": {
+        "test_factors",
+        "blocked_tests",
+        "write_tables",
+        "plot_violins",
+        "mixed_models",
+    },
     "stats.bootstrap_resamples": {"bootstrap_effects", "judge_agreement"},
     "stats.confidence": {"bootstrap_effects", "mixed_models", "plot_effects", "judge_agreement"},
     "stats.seed": {"bootstrap_effects", "blocked_tests", "judge_agreement"},

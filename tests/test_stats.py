@@ -10,6 +10,7 @@ import pytest
 import scikit_posthocs as sp
 from scipy import stats as st
 
+from mastif.inference import small_sample_reason
 from mastif.stats import (
     GROUPS_SCHEMA,
     POSTHOC_SCHEMA,
@@ -23,10 +24,17 @@ LEVELS = ["alpha", "beta", "gamma"]
 
 
 def _table(samples: dict[str, np.ndarray], metric: str = "CT") -> pl.DataFrame:
+    """One run per value; the i-th value of every level is task i (the stacks share tasks)."""
     rows = [
-        {"model": lvl, "protocol": "standard", "framework": "lg", metric: float(x)}
+        {
+            "model": lvl,
+            "protocol": "standard",
+            "framework": "lg",
+            "task_id": f"t{i:03d}",
+            metric: float(x),
+        }
         for lvl, xs in samples.items()
-        for x in xs
+        for i, x in enumerate(xs)
     ]
     return pl.DataFrame(rows)
 
@@ -120,7 +128,13 @@ def test_nulls_dropped_and_unadjusted_dunn(skewed: dict[str, np.ndarray]) -> Non
         [
             _table(skewed),
             pl.DataFrame(
-                {"model": ["alpha"], "protocol": ["standard"], "framework": ["lg"], "CT": [None]},
+                {
+                    "model": ["alpha"],
+                    "protocol": ["standard"],
+                    "framework": ["lg"],
+                    "task_id": ["t999"],
+                    "CT": [None],
+                },
                 schema=_table(skewed).schema,
             ),
         ]
@@ -270,8 +284,12 @@ def test_small_level_is_insufficient_with_null_p(skewed: dict[str, np.ndarray]) 
     ct = out["tests"].row(0, named=True)
     assert ct["test"] == "kruskal"
     assert (ct["statistic"], ct["p_value"], ct["p_adjusted"], ct["effect"]) == (None,) * 4
-    assert ct["note"].startswith("insufficient: n = 3 < min_n 5")
-    assert out["posthoc"].height == 0
+    # the guard counts tasks (here one run per task and level), not runs
+    assert ct["note"] == "insufficient: n = 3 tasks < min_n 5 (model gamma: 3)"
+    assert ct["n_tasks"] == 40
+    # the Dunn pairs are listed without a p, with the same note
+    assert out["posthoc"].height == 3 and out["posthoc"]["p_adj"].null_count() == 3
+    assert set(out["posthoc"]["note"]) == {ct["note"]}
     assert out["groups"].filter(pl.col("metric") == "CT").height == 3  # still described
     ok = test_factors(_table(data), metrics=["CT"], factors=["model"], min_n=3)
     assert ok["tests"]["p_value"].item() == pytest.approx(st.kruskal(*data.values()).pvalue)
@@ -307,3 +325,55 @@ def test_family_adjustment_across_omnibus_rows(skewed: dict[str, np.ndarray], me
     expected = multipletests(with_p["p_value"].to_list(), method=method)[1]
     assert with_p["p_adjusted"].to_list() == pytest.approx(list(expected))
     assert tests.filter(pl.col("metric") == "TUSR")["p_adjusted"].item() is None
+
+
+def _crossed(n_tasks: int, repeats: int, effect: float, seed: int) -> pl.DataFrame:
+    """3 models on the same tasks, ``repeats`` runs each; a task effect; model "m3" is
+    ``effect`` slower (log scale)."""
+    rng = np.random.default_rng(seed)
+    task = rng.normal(3.0, 0.6, n_tasks)
+    rows = [
+        {
+            "model": m,
+            "protocol": "standard",
+            "framework": "lg",
+            "task_id": f"t{t:02d}",
+            "repeat": r,
+            "status": "ok",
+            "CT": float(np.exp(task[t] + effect * (m == "m3") + rng.normal(0, 0.3))),
+            "TCR": float(rng.integers(0, 5) / 4),
+        }
+        for t in range(n_tasks)
+        for r in range(repeats)
+        for m in ("m1", "m2", "m3")
+    ]
+    return pl.DataFrame(rows)
+
+
+def test_two_tasks_give_no_p_value_however_many_runs() -> None:
+    # 2 tasks x 20 repeats: 40 runs per level (the old guard counted runs: p-values and
+    # Dunn pairs from 2 tasks); the tasks are the independent unit
+    out = test_factors(_crossed(2, 20, 1.0, 3), metrics=["CT", "TCR"], factors=["model"])
+    reason = small_sample_reason(2, 5)
+    tests, posthoc = out["tests"], out["posthoc"]
+    assert tests["test"].to_list() == ["kruskal", "kruskal"]
+    for col in ("statistic", "p_value", "p_adjusted", "effect"):
+        assert tests[col].null_count() == 2, col
+    assert set(tests["note"]) == {reason} and set(tests["n_tasks"]) == {2}
+    assert posthoc.height == 6 and posthoc["p_adj"].null_count() == 6
+    assert set(posthoc["note"]) == {reason} and set(posthoc["n_tasks"]) == {2}
+    assert set(out["groups"]["n"]) == {40}  # still described
+    # no task column: the independent unit is unknown, so no p either
+    blind = test_factors(_crossed(30, 1, 1.0, 3).drop("task_id"), metrics=["CT"])
+    assert blind["tests"]["p_value"].null_count() == blind["tests"].height
+
+
+def test_thirty_tasks_with_a_planted_effect_give_adjusted_p() -> None:
+    out = test_factors(_crossed(30, 1, 1.0, 3), metrics=["CT", "TCR"], factors=["model"])
+    ct = _one(out, "tests", "CT", "model").row(0, named=True)
+    assert ct["n_tasks"] == 30 and ct["note"] is None
+    assert ct["p_value"] < 0.05 and ct["p_adjusted"] < 0.05
+    dunn = _one(out, "posthoc", "CT", "model")
+    assert dunn["p_adj"].null_count() == 0 and dunn["note"].null_count() == 3
+    m3 = dunn.filter(pl.col("level_b") == "m3")
+    assert (m3["p_adj"] < 0.05).all()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from mastif.inference import MIN_TASKS_FOR_CI
 from mastif.stats_tables import effects_table, judge_gate, with_judge_gate
 
 
@@ -37,8 +38,10 @@ def test_table2_gets_the_gates_status_on_every_row() -> None:
 
 def test_effects_table_shows_mean_and_interval_per_metric_and_the_pareto_share() -> None:
     rows = [
-        ("m", "p", "f", "TCR", 5, 0.5, 0.3, 0.7),
-        ("m", "p", "f", "CT", 5, 12.345, 10.0, 15.0),
+        ("m", "p", "f", "TCR", 30, 0.5, 0.3, 0.7),
+        ("m", "p", "f", "CT", 30, 12.345, 10.0, 15.0),
+        # an interval over fewer than MIN_TASKS_FOR_CI tasks is not a CI: the mean alone
+        ("m", "p", "f", "V", MIN_TASKS_FOR_CI - 1, 500.0, 400.0, 600.0),
         ("m", "p", "f", "success", 1, 1.0, None, None),  # one task: mean alone
         ("m", "p", "f", "pareto", 2000, 0.25, None, None),
     ]
@@ -52,5 +55,6 @@ def test_effects_table_shows_mean_and_interval_per_metric_and_the_pareto_share()
     assert row["TCR"] == "0.500 [0.300, 0.700]"
     assert row["CT"] == "12.3 [10.0, 15.0]"
     assert row["success"] == "1.000"
-    assert row["pareto_share"] == 0.25 and row["n_tasks"] == 5
-    assert row["V"] is None  # a metric without rows stays empty
+    assert row["V"] == "500.0"
+    assert row["pareto_share"] == 0.25 and row["n_tasks"] == 30
+    assert row["TUSR"] is None  # a metric without rows stays empty

@@ -99,10 +99,11 @@ def stats_tests() -> pl.DataFrame:
     for metric in ("TCR", "TU", "TA", "CT", "V", "TUSR", "IVS"):
         for factor in ("framework", "model", "protocol"):  # deliberately not in paper order
             if factor == "protocol":
-                rows.append((metric, factor, 1, "skipped", None, None, None, "single level"))
+                rows.append((metric, factor, 1, "skipped", None, None, None, "single level", None))
             else:
-                p = 0.0004 if metric != "V" else 0.2
-                rows.append((metric, factor, 2, "kruskal", 12.3, p, False, None))
+                # raw and Holm-adjusted p: V is n.s. raw; TUSR significant raw, not adjusted
+                p, adj = {"V": (0.2, 1.0), "TUSR": (0.017, 0.205)}.get(metric, (0.0004, 0.004))
+                rows.append((metric, factor, 2, "kruskal", 12.3, p, False, None, adj))
     return pl.DataFrame(
         rows,
         schema=[
@@ -114,6 +115,7 @@ def stats_tests() -> pl.DataFrame:
             "p_value",
             "all_normal",
             "note",
+            "p_adjusted",
         ],
         orient="row",
         schema_overrides={
@@ -121,6 +123,7 @@ def stats_tests() -> pl.DataFrame:
             "p_value": pl.Float64,
             "all_normal": pl.Boolean,
             "note": pl.String,
+            "p_adjusted": pl.Float64,
         },
     )
 
@@ -357,9 +360,16 @@ def test_best_stacks_direction(tables: dict[str, pl.DataFrame]) -> None:
     tcr = by_metric["Task completion (TCR)"]
     assert tcr["model"] == "m2" and tcr["framework"] == "crewai" and tcr["better"] == "higher"
     assert tcr["protocol"] == "standard (only level)"
-    assert "model: Kruskal-Wallis H=12.300, p < 0.001" in tcr["tests"]
+    assert "model: Kruskal-Wallis H=12.300, p < 0.001, adjusted p=0.004" in tcr["tests"]
     assert "protocol: skipped (single level)" in tcr["tests"]
-    assert by_metric["Verbosity (V)"]["model"] == "m1 (n.s.)"
+    v = by_metric["Verbosity (V)"]
+    assert v["model"] == "— (n.s. after adjustment: adjusted p 1.000)"
+    assert v["model_mean_rank"] is None
+    assert "p=0.200, adjusted p=1.000 (n.s.)" in v["tests"]
+    # issue 38: p = 0.017 raw, 0.205 after Holm: no best level, both p's shown
+    tusr = by_metric["Tool use success (TUSR)"]
+    assert tusr["model"] == "— (n.s. after adjustment: adjusted p 0.205)"
+    assert "model: Kruskal-Wallis H=12.300, p=0.017, adjusted p=0.205 (n.s.)" in tusr["tests"]
 
 
 def test_best_stacks_missing_groups(stats_tests: pl.DataFrame, stats_groups: pl.DataFrame) -> None:
@@ -377,6 +387,7 @@ def test_kruskal_summary(tables: dict[str, pl.DataFrame]) -> None:
         "stat",
         "statistic",
         "p_value",
+        "p_adjusted",
         "n_levels",
         "all_normal",
         "note",
@@ -389,7 +400,10 @@ def test_kruskal_summary(tables: dict[str, pl.DataFrame]) -> None:
     assert ks.row(0, named=True)["stat"] == "H"
     assert ks.row(1, named=True)["stat"] is None
     rows = md_rows(report.to_markdown(ks, "cap"))
-    assert rows[2][:6] == ["TCR", "model", "kruskal", "H", "12.300", "< 0.001"]
+    assert rows[0][5:7] == ["p-value", "adjusted p"]
+    assert rows[2][:7] == ["TCR", "model", "kruskal", "H", "12.300", "< 0.001", "0.004"]
+    tusr = md_rows(report.to_markdown(ks.filter(pl.col("metric") == "TUSR"), "cap"))
+    assert tusr[2][5:7] == ["0.017", "0.205 (n.s.)"]
 
 
 def test_write_tables_roundtrip(tables: dict[str, pl.DataFrame], tmp_path: Path) -> None:
@@ -409,4 +423,4 @@ def test_write_tables_roundtrip(tables: dict[str, pl.DataFrame], tmp_path: Path)
         assert_frame_equal(back, df)
     # the caption names the configured significance level
     report.write_tables(tables, tmp_path / "strict", alpha=0.01)
-    assert "at α = 0.01 (stats.alpha)" in (tmp_path / "strict/table6_best_stacks.md").read_text()
+    assert "α = 0.01 (stats.alpha)" in (tmp_path / "strict/table6_best_stacks.md").read_text()

@@ -15,8 +15,9 @@ import polars as pl
 import pytest
 
 from mastif.cli import main as cli_main
+from mastif.inference import gate_verdict
 from mastif.viewer import build_site
-from mastif.viewer.export import grid_index, round_float, run_detail
+from mastif.viewer.export import grid_index, judge_gate, round_float, run_detail
 from mastif.viewer.serve import LOOPBACK, viewer_server
 from mastif.viewer.site import run_file
 from tests.viewer_results import SyntheticTree, write_synthetic_results
@@ -76,6 +77,18 @@ def test_grid_index_keeps_unknowns_null_and_points_runs_at_stacks_and_tasks() ->
     assert runs["cost_usd"] == [None, None, None]
     assert runs["judge_status"] == ["ok", "judge_failed", None]
     json.dumps(grid, allow_nan=False)  # valid JSON: no NaN anywhere
+
+
+def test_judge_gate_is_the_gates_verdict_or_not_validated() -> None:
+    validity = pl.DataFrame(
+        {"scope": ["pooled"], "n": [4], "kappa": [None], "min_kappa": [0.4], "validated": [None]},
+        schema_overrides={"kappa": pl.Float64, "validated": pl.Boolean},
+    )
+    gate = judge_gate(validity)
+    assert gate == {"validated": False, "text": gate_verdict(validity).text}
+    assert "not assessable: one class only" in gate["text"]
+    assert judge_gate(None)["validated"] is False
+    assert "no judge-validity result" in judge_gate(None)["text"]
 
 
 def test_round_float() -> None:
@@ -141,7 +154,8 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> SyntheticTree:
 def site(tree: SyntheticTree) -> Path:
     out = tree.root / "results" / "viewer"
     summary = build_site(out, metrics_runs=tree.metrics_runs, tasks=tree.tasks, runs=tree.runs,
-                         judged=tree.judged, values=tree.values, title="synthetic")  # fmt: skip
+                         judged=tree.judged, values=tree.values, title="synthetic",
+                         judge_validity=tree.judge_validity)  # fmt: skip
     assert summary.n_runs == summary.n_run_files == 96 and summary.n_without_detail == 0
     return out
 
@@ -162,6 +176,9 @@ def test_site_has_the_page_a_grid_and_one_small_file_per_run(site: Path, tree) -
     key, grid = read_jsonp(site / "data/grid.js")
     assert key == "grid" and grid["n_runs"] == 96 and len(grid["stacks"]) == 8
     assert len(grid["tasks"]) == 6 and grid["runs_per_dir"] > 0
+    # the judge gate's verdict of the experiment's judge_validity.parquet
+    verdict = gate_verdict(pl.read_parquet(tree.judge_validity))
+    assert grid["judge_gate"] == {"validated": verdict.validated, "text": verdict.text}
     runs = pl.concat([pl.read_parquet(p) for p in tree.runs])
     # the grid's run n is the metrics table's row n; its page holds that run as recorded
     run_ids = pl.read_parquet(tree.metrics_runs)["run_id"].to_list()
@@ -360,3 +377,28 @@ def test_the_served_viewer_loads_its_data_too(page: Any, site: Path) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.browser
+def test_the_judge_gates_verdict_is_on_the_grid_and_every_run_page(
+    page: Any, site: Path, tree: SyntheticTree
+) -> None:
+    _, grid = read_jsonp(site / "data/grid.js")
+    text = grid["judge_gate"]["text"]
+    assert text.startswith("judge NOT validated")  # κ near 0: scores drawn apart from checks
+    open_grid(page, site)
+    banner = page.locator("#gate")
+    assert banner.is_visible() and banner.inner_text() == text
+    assert banner.get_attribute("data-validated") == "0"
+    # a run page (judged) shows it above the run and in its judge card
+    n, _ = run_number(site, judge_status="ok")
+    click_run(page, n)
+    page.wait_for_selector("article.run-page")
+    assert page.locator("#gate").is_visible() and page.locator("#gate").inner_text() == text
+    assert page.locator(".gate-note").inner_text() == "judge gate: " + text
+    # a viewer built without a validity table says not validated, never nothing
+    bare = tree.root / "results" / "viewer-bare"
+    build_site(bare, metrics_runs=tree.metrics_runs, tasks=tree.tasks, runs=tree.runs,
+               judged=tree.judged, values=tree.values)  # fmt: skip
+    open_grid(page, bare)
+    assert "judge NOT validated: no judge-validity result" in page.locator("#gate").inner_text()

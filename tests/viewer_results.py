@@ -3,8 +3,8 @@
 Writes what the workflow's rules write, in their schemas (``mastif.trace.RUN_SCHEMA``,
 ``mastif.judge.JUDGED_SCHEMA``, ``mastif.values.VALUES_SCHEMA``), with
 ``results/metrics/runs.parquet`` computed by mastif's own ``run_metrics``: tasks.parquet,
-runs/judged/values per stack. Runs are drawn from a seeded generator: mostly completed, some
-timed out or errored, some unjudged (judge_failed), some tasks without a check (success
+runs/judged/values per stack, stats/judge_validity.parquet. Runs are drawn from a seeded
+generator: mostly completed, some timed out or errored, some unjudged (judge_failed), some tasks without a check (success
 null), some LLM calls without token counts (null, never 0).
 """
 
@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mastif.judge import JUDGED_SCHEMA
+from mastif.judge_validity import judge_validity
 from mastif.metrics import run_metrics
 from mastif.trace import RUN_SCHEMA
 from mastif.values import VALUES_SCHEMA
@@ -39,6 +40,7 @@ class SyntheticTree:
     runs: list[Path]
     judged: list[Path]
     values: list[Path]
+    judge_validity: Path  # results/stats/judge_validity.parquet (mastif.judge_validity)
 
 
 def _task_rows(n_tasks: int, rng: random.Random) -> list[dict]:
@@ -201,6 +203,16 @@ def write_synthetic_results(
     metrics_path = results / "metrics" / "runs.parquet"
     metrics_path.parent.mkdir(parents=True, exist_ok=True)
     metrics.write_parquet(metrics_path)
+    # the judge's scores are drawn apart from the checks: κ near 0, the gate not validated
+    validity_path = results / "stats" / "judge_validity.parquet"
+    validity_path.parent.mkdir(parents=True, exist_ok=True)
+    judge_validity(metrics, resamples=100).write_parquet(validity_path)
     return SyntheticTree(
-        root, tasks_path, metrics_path, paths["runs"], paths["judged"], paths["values"]
+        root,
+        tasks_path,
+        metrics_path,
+        paths["runs"],
+        paths["judged"],
+        paths["values"],
+        validity_path,
     )

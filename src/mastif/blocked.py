@@ -23,8 +23,11 @@ blocks where both levels are present (a level missing everywhere does not hide t
 differences); their p-values are Holm-adjusted within each (metric, factor). The omnibus rows
 that have a p form one family, adjusted by Holm or Benjamini-Hochberg (``family_adjust``).
 
-Small-n guard: a row with fewer than ``min_n`` complete blocks (pairs) keeps its test name,
-has null statistic and p, and the note ``insufficient: n = 3 < min_n 5``. No normality gate.
+Small-n guard (issue 38): blocks that share a task are not independent (nor are repeats of
+it), so a row whose complete blocks (pairs) cover fewer than ``min_n`` distinct tasks
+(``n_tasks``) keeps its test name, has null statistic and p, and the note is
+:func:`mastif.inference.small_sample_reason`'s sentence, however many blocks the repeats and
+the other factors' stacks make. No normality gate.
 Friedman's and Cochran's chi-square p-values are asymptotic; below :data:`PERMUTATION_BELOW`
 complete blocks the omnibus p is a within-block permutation p instead
 (``scipy.stats.permutation_test``, ``permutation_type="samples"``: each block's values are
@@ -46,6 +49,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from mastif.inference import small_sample_reason
 from mastif.stats import adjust_family, metric_runs
 
 METRICS: tuple[str, ...] = ("TCR", "TU", "TA", "CT", "V", "TUSR", "IVS", "success")
@@ -53,12 +57,15 @@ FACTORS: tuple[str, ...] = ("model", "protocol", "framework")
 BINARY: frozenset[str] = frozenset({"success"})
 #: the experiment's blocks: every stack runs every task and repeat
 BLOCK: tuple[str, ...] = ("task_id", "repeat")
+#: the independent unit: blocks sharing a task are not independent
+TASK = "task_id"
 FAMILY_ADJUST: tuple[str, ...] = ("holm", "fdr_bh")
 
 TESTS_SCHEMA: dict[str, pl.DataType] = {
     "metric": pl.String(),
     "factor": pl.String(),
     "n_blocks": pl.Int64(),
+    "n_tasks": pl.Int64(),
     "n_levels": pl.Int64(),
     "test": pl.String(),
     "statistic": pl.Float64(),
@@ -76,6 +83,7 @@ PAIRS_SCHEMA: dict[str, pl.DataType] = {
     "level_a": pl.String(),
     "level_b": pl.String(),
     "n_pairs": pl.Int64(),
+    "n_tasks": pl.Int64(),
     "test": pl.String(),
     "statistic": pl.Float64(),
     "p_value": pl.Float64(),
@@ -127,10 +135,6 @@ def _float(x: Any) -> float | None:
         return None
     f = float(x)
     return f if math.isfinite(f) else None
-
-
-def insufficient(n: int, min_n: int) -> str:
-    return f"insufficient: n = {n} < min_n {min_n}"
 
 
 def rank_biserial(a: np.ndarray, b: np.ndarray) -> float | None:
@@ -192,12 +196,17 @@ def block_matrix(
     return wide, key
 
 
-def _complete(wide: pl.DataFrame, levels: Sequence[str]) -> np.ndarray:
-    """The (n_blocks, k) array of the blocks that have every level in ``levels``."""
+def _complete(wide: pl.DataFrame, levels: Sequence[str]) -> tuple[np.ndarray, int]:
+    """The (n_blocks, k) array of the blocks that have every level in ``levels``, and the
+    number of distinct tasks among them (0 without a task column: unknown)."""
     if any(lv not in wide.columns for lv in levels):
-        return np.empty((0, len(levels)))
-    sub = wide.select([pl.col(lv).alias(str(i)) for i, lv in enumerate(levels)]).drop_nulls()
-    return sub.to_numpy().astype(float).reshape(sub.height, len(levels))
+        return np.empty((0, len(levels))), 0
+    task = [pl.col(TASK)] if TASK in wide.columns else []
+    cols = [pl.col(lv).alias(f"_{i}") for i, lv in enumerate(levels)]
+    sub = wide.select(*task, *cols).drop_nulls([f"_{i}" for i in range(len(levels))])
+    n_tasks = int(sub[TASK].n_unique()) if task else 0
+    x = sub.select(f"_{i}" for i in range(len(levels))).to_numpy().astype(float)
+    return x.reshape(sub.height, len(levels)), n_tasks
 
 
 # ------------------------------------------------------------------ omnibus tests
@@ -230,7 +239,13 @@ def _mcnemar(a: np.ndarray, b: np.ndarray) -> tuple[float | None, float | None, 
 
 
 def _omnibus(
-    metric: str, factor: str, x: np.ndarray, n_levels: int, min_n: int, seed: int = 0
+    metric: str,
+    factor: str,
+    x: np.ndarray,
+    n_levels: int,
+    min_n: int,
+    seed: int = 0,
+    n_tasks: int | None = None,
 ) -> dict[str, Any]:
     """The omnibus row from the complete-block matrix ``x`` (n_blocks x k)."""
     n, k = x.shape
@@ -245,6 +260,7 @@ def _omnibus(
         "metric": metric,
         "factor": factor,
         "n_blocks": n,
+        "n_tasks": n if n_tasks is None else n_tasks,
         "n_levels": n_levels,
         "test": test,
         "statistic": None,
@@ -256,8 +272,9 @@ def _omnibus(
         "effect": None,
         "note": None,
     }
-    if n < min_n:
-        row["note"] = insufficient(n, min_n)
+    reason = small_sample_reason(row["n_tasks"], min_n)
+    if reason is not None:
+        row["note"] = reason
         return row
     if np.ptp(x) == 0:
         row["note"] = f"all {x.size} {metric} values are identical ({x.flat[0]:g}); no variance"
@@ -302,14 +319,16 @@ def _pairs(
     rows = []
     for i, la in enumerate(levels):
         for lb in levels[i + 1 :]:
-            x = _complete(wide, [la, lb])
+            x, n_tasks = _complete(wide, [la, lb])
             n = x.shape[0]
+            reason = small_sample_reason(n_tasks, min_n)
             row: dict[str, Any] = {
                 "metric": metric,
                 "factor": factor,
                 "level_a": la,
                 "level_b": lb,
                 "n_pairs": n,
+                "n_tasks": n_tasks,
                 "test": MCNEMAR if binary else WILCOXON,
                 "statistic": None,
                 "p_value": None,
@@ -318,8 +337,8 @@ def _pairs(
                 "effect": None,
                 "note": None,
             }
-            if n < min_n:
-                row["note"] = insufficient(n, min_n)
+            if reason is not None:
+                row["note"] = reason
             else:
                 a, b = x[:, 0], x[:, 1]
                 if np.all(a == b):
@@ -365,9 +384,9 @@ def blocked_tests(
                 continue
             wide, _ = block_matrix(run_table, metric, factor)
             missing = [lv for lv in levels if lv not in wide.columns]
-            x = _complete(wide, levels)
-            row = _omnibus(metric, factor, x, len(levels), min_n, seed)
-            if missing and row["note"] is not None and row["note"].startswith("insufficient"):
+            x, n_tasks = _complete(wide, levels)
+            row = _omnibus(metric, factor, x, len(levels), min_n, seed, n_tasks)
+            if missing and n_tasks < min_n:
                 row["note"] += f" (no {metric} data for {factor} {', '.join(missing)})"
             tests.append(row)
             pairs.extend(_pairs(metric, factor, wide, levels, min_n))

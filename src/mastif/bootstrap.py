@@ -152,10 +152,18 @@ def _finite(x: float) -> float | None:
     return float(x) if np.isfinite(x) else None
 
 
+def judge_failed_run() -> pl.Expr:
+    """Per run: its judgement failed (its TU/TA/TCR are unknown)."""
+    return pl.col("judge_status").fill_null("") == JUDGE_FAILED
+
+
 def _pareto_shares(grid: Grid, counts: np.ndarray, sums: dict[str, np.ndarray]) -> np.ndarray:
     """Per stack: share of resamples in which it is on the Pareto front."""
     est = {m: _ratio(counts @ sums[m][0], counts @ sums[m][1]) for m in ("TCR", "CT", "V")}
-    failed = grid.sums(pl.col("status") != COMPLETED, pl.lit(1.0), pl.lit(0.0))
+    # not eligible: a timed-out or errored run, or a failed judgement (TCR unknown)
+    failed = grid.sums(
+        (pl.col("status") != COMPLETED) | judge_failed_run(), pl.lit(1.0), pl.lit(0.0)
+    )
     n_failed = counts @ failed[2]
     on_front = np.zeros(grid.stacks.height)
     for b in range(counts.shape[0]):
@@ -189,6 +197,9 @@ def bootstrap_effects(
     counts = resample_counts(task_resamples(n_t, resamples, seed), n_t)
     q_lo, q_hi = quantile_bounds(confidence)
     sums = {m: metric_sums(grid, m) for m in {*metrics, "TCR", "CT", "V"}}
+    # per (task, stack): failed judgements. A stack with one has an unknown TCR (as in
+    # stack_metrics): no mean, no interval
+    n_judge_failed = grid.sums(judge_failed_run(), pl.lit(0.0), pl.lit(0.0))[2].sum(0)
     rows = []
     for metric in metrics:
         num, den, nval = sums[metric]
@@ -199,7 +210,10 @@ def bootstrap_effects(
             row = {**stack, "metric": metric, "n_tasks": int(tasks_with[j])}
             row |= {"n_values": int(nval[:, j].sum()), "mean": _finite(point[j])}
             row |= {"ci_low": None, "ci_high": None, "note": None}
-            if tasks_with[j] == 0:
+            if metric == "TCR" and n_judge_failed[j] > 0:
+                row["mean"] = None
+                row["note"] = f"unknown: {int(n_judge_failed[j])} judgement(s) failed"
+            elif tasks_with[j] == 0:
                 row["note"] = "insufficient: no value"
             elif tasks_with[j] < MIN_TASKS:
                 row["note"] = f"insufficient: n_tasks = {tasks_with[j]} < {MIN_TASKS}"

@@ -3,7 +3,7 @@ item 7, first two bullets).
 
 Over the runs that have both a programmatic check (``success``) and a judge verdict
 (``judge_success``: TCR >= 0.7), pooled over every stack and per stack: n, accuracy and
-Cohen's kappa (point estimates from :func:`mastif.metrics.judge_agreement`, i.e.
+Cohen's kappa (point estimates from :func:`mastif.agreement.judge_agreement`, i.e.
 scikit-learn's ``cohen_kappa_score``), each with a percentile interval over task-cluster
 resamples (:mod:`mastif.bootstrap`: a drawn task brings every stack's runs of it).
 
@@ -11,8 +11,13 @@ In a resample the 2x2 table of (check, verdict) counts is summed over the drawn 
 accuracy and kappa are computed from it in one vectorised step (the same formula as
 ``cohen_kappa_score`` for two labels, checked against it in tests/test_judge_validity.py);
 calling scikit-learn 2,000 times per stack would take minutes. A resample in which kappa is
-undefined (chance agreement 1: one label throughout) is left out of kappa's interval and
-counted in the note.
+undefined (chance agreement 1: one label throughout) is left out of kappa's and accuracy's
+intervals and counted in the note.
+
+One class only (check and judge gave the same label to every run: all checks failed and no
+TCR reached 0.7, say) is not assessable: kappa is undefined and the accuracy, 1 by
+construction, is null too (never a perfect 1.000), with the note "not assessable: one class
+only" (:data:`mastif.agreement.ONE_CLASS_ONLY`).
 
 ``validated`` is kappa >= ``judge.min_kappa``. The validity gate of the report reads the
 pooled row; a per-stack row's flag compares that stack's own kappa and is informational. A
@@ -25,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from mastif.agreement import ONE_CLASS_ONLY, judge_agreement
 from mastif.bootstrap import (
     MIN_TASKS,
     Grid,
@@ -32,7 +38,7 @@ from mastif.bootstrap import (
     resample_counts,
     task_resamples,
 )
-from mastif.metrics import STACK_KEYS, judge_agreement
+from mastif.metrics import STACK_KEYS
 
 POOLED = "pooled"
 
@@ -57,15 +63,17 @@ JUDGE_VALIDITY_SCHEMA: dict[str, pl.DataType] = {
 
 def agreement_from_tables(tables: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Accuracy and Cohen's kappa from 2x2 tables, ``tables[..., i]`` = counts of
-    (check, verdict) = (T, T), (T, F), (F, T), (F, F). NaN where undefined (no pair; kappa:
-    also chance agreement 1)."""
+    (check, verdict) = (T, T), (T, F), (F, T), (F, F). NaN where undefined: no pair, or one
+    class only (chance agreement 1: kappa undefined, accuracy not assessable)."""
     tt, tf, ft, ff = (tables[..., i] for i in range(4))
     n = tt + tf + ft + ff
     with np.errstate(invalid="ignore", divide="ignore"):
         p_o = (tt + ff) / n
         p_e = ((tt + tf) * (tt + ft) + (ft + ff) * (tf + ff)) / n**2
-        kappa = np.where(np.isclose(p_e, 1.0), np.nan, (p_o - p_e) / (1.0 - p_e))
-    return np.where(n > 0, p_o, np.nan), np.where(n > 0, kappa, np.nan)
+        one_class = np.isclose(p_e, 1.0)
+        kappa = np.where(one_class, np.nan, (p_o - p_e) / (1.0 - p_e))
+    defined = (n > 0) & ~one_class
+    return np.where(defined, p_o, np.nan), np.where(defined, kappa, np.nan)
 
 
 def _cells(grid: Grid) -> np.ndarray:
@@ -111,9 +119,12 @@ def _row(
         row["kappa_ci_low"], row["kappa_ci_high"], m = _interval(kappa_b, confidence)
         if 0 < m < counts.shape[0]:
             notes.append(
-                f"kappa interval over the {m} of {counts.shape[0]} resamples where defined"
+                f"intervals over the {m} of {counts.shape[0]} resamples where defined "
+                "(the others: one class only)"
             )
     if n > 0 and kappa is None:
+        # the accuracy row of the judge panel keeps the notes without "kappa": this one
+        notes.append(ONE_CLASS_ONLY)
         notes.append("kappa undefined (one label throughout)")
     if kappa is None:
         notes.append("not validated: kappa unknown")
@@ -149,3 +160,31 @@ def judge_validity(
         scope = "/".join(str(stack[k]) for k in STACK_KEYS)
         rows.append(_row(scope, stack, data, cells[:, j, :], *args))
     return pl.DataFrame(rows, schema=JUDGE_VALIDITY_SCHEMA)
+
+
+GATE_SCHEMA: dict[str, pl.DataType] = {
+    "validated": pl.Boolean(),
+    "verdict": pl.String(),
+    "n": pl.Int64(),
+    "n_tasks": pl.Int64(),
+    "kappa": pl.Float64(),
+    "kappa_ci_low": pl.Float64(),
+    "kappa_ci_high": pl.Float64(),
+    "accuracy": pl.Float64(),
+    "min_kappa": pl.Float64(),
+    "note": pl.String(),
+}
+
+
+def gate_table(validity: pl.DataFrame) -> pl.DataFrame:
+    """``results/tables/judge_gate.csv``: one row, the gate's verdict
+    (:func:`mastif.inference.gate_verdict`) beside the pooled row it reads (its accuracy
+    null and its note "not assessable: one class only" when one class only occurs)."""
+    from mastif.inference import gate_verdict
+
+    verdict = gate_verdict(validity)
+    pooled = validity.filter(pl.col("scope") == POOLED) if validity.height else validity
+    row = pooled.row(0, named=True) if pooled.height else {}
+    out = {k: row.get(k) for k in GATE_SCHEMA}
+    out |= {"validated": verdict.validated, "verdict": verdict.text}
+    return pl.DataFrame([out], schema=GATE_SCHEMA)

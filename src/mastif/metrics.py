@@ -19,6 +19,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import polars as pl
 
+from mastif.agreement import JUDGE_SUCCESS_MIN_TCR as JUDGE_SUCCESS_MIN_TCR
+from mastif.agreement import ONE_CLASS_ONLY as ONE_CLASS_ONLY
+from mastif.agreement import judge_agreement as judge_agreement
+from mastif.agreement import judge_success, stack_agreement
 from mastif.trace import COMPLETED
 from mastif.values import SENSITIVITY
 
@@ -120,6 +124,9 @@ STACK_METRICS_SCHEMA: dict[str, pl.DataType] = {
         )
     ),
     "pareto_optimal": pl.Boolean(),
+    # mastif.answers: distinct final answers, and the group of stacks with the same answers
+    "n_distinct_answers": pl.Int64(),
+    "answer_group": pl.Int64(),
     "protocol_messages": pl.Float64(),
     "protocol_calls": pl.Float64(),
     "protocol_kib": pl.Float64(),
@@ -139,21 +146,25 @@ STACK_METRICS_SCHEMA: dict[str, pl.DataType] = {
 
 JUDGE_FAILED = "judge_failed"
 
-#: the judge counts a run as completed when its TCR mark is at least "mostly achieved"
-#: (0.7 on the rubric's five-mark scale), the binary verdict compared with the task's check
-JUDGE_SUCCESS_MIN_TCR = 0.7
-
-
 # --------------------------------------------------------------------------- equations
 
 
 def tcr(col: str = "TCR") -> pl.Expr:
-    """TCR_TS(D), Eq. 1: mean of the judge's completion score Λ_TS over the judged runs.
+    """TCR_TS(D), Eq. 1: mean of the judge's completion score Λ_TS over the stack's runs.
 
-    Runs whose judge failed carry a null score and are left out (mean ignores nulls): an
-    unscored run is neither a success nor a failure of the stack.
+    A run whose judgement failed has an unknown score, so the mean over the runs is unknown
+    (null), never the mean of the others: left out silently, one failed judgement raised a
+    stack's TCR from 0.25 to 0.50 and put it on the Pareto front (issue 38). The failures are
+    counted beside it (``n_judge_failed``).
     """
-    return pl.col(col).mean()
+    return judge_mean(col)
+
+
+def judge_mean(col: str, judge_status: str = "judge_status") -> pl.Expr:
+    """Mean of a judge score (TU, TA, TCR) over the group's runs; null when any run's
+    judgement failed (:data:`JUDGE_FAILED`: its score is unknown, so is the mean)."""
+    known = (pl.col(judge_status) == JUDGE_FAILED).sum() == 0
+    return pl.when(known).then(pl.col(col).mean())
 
 
 def completed(status: str = "status") -> pl.Expr:
@@ -299,41 +310,6 @@ def protocol_share(protocol: str = "protocol_s", wall: str = "CT") -> pl.Expr:
     measured = pl.col(protocol).is_not_null()
     wall_mean = pl.col(wall).filter(measured).cast(pl.Float64).mean()
     return pl.when(wall_mean > 0).then(pl.col(protocol).cast(pl.Float64).mean() / wall_mean)
-
-
-# --------------------------------------------------------------------------- ground truth
-# mastif's, not in the seed paper: the task's programmatic check (sandbox tasks) beside the
-# judge's opinion, and how far the judge agrees with it.
-
-
-def judge_success(col: str = "TCR") -> pl.Expr:
-    """Per run: the judge's binary verdict, TCR >= :data:`JUDGE_SUCCESS_MIN_TCR`; null when
-    the judge failed (no mark, no verdict)."""
-    return pl.col(col) >= JUDGE_SUCCESS_MIN_TCR
-
-
-def judge_agreement(
-    check: Sequence[bool | None], judge: Sequence[bool | None]
-) -> tuple[int, float | None, float | None]:
-    """(n, accuracy, Cohen's κ) of the judge's verdicts against the checks, over the runs
-    that have both.
-
-    Accuracy is the share of runs where they agree. κ = (p_o - p_e) / (1 - p_e) corrects
-    that for the agreement expected by chance (scikit-learn's ``cohen_kappa_score``); it is
-    undefined (None) when chance agreement is 1 — both raters gave one and the same label
-    to every run — and None like the accuracy when no run has both.
-    """
-    pairs = [(c, j) for c, j in zip(check, judge, strict=True) if c is not None and j is not None]
-    if not pairs:
-        return 0, None, None
-    truth = [bool(c) for c, _ in pairs]
-    verdict = [bool(j) for _, j in pairs]
-    accuracy = sum(t == v for t, v in zip(truth, verdict, strict=True)) / len(pairs)
-    if len(set(truth) | set(verdict)) < 2:
-        return len(pairs), accuracy, None  # one label throughout: p_e = 1, κ undefined
-    from sklearn.metrics import cohen_kappa_score
-
-    return len(pairs), accuracy, float(cohen_kappa_score(truth, verdict))
 
 
 # --------------------------------------------------------------------------- cost
@@ -544,7 +520,8 @@ def pareto_front(
     strictly better in one. Equal points do not dominate each other, so ties stay on the
     front together. Rows with a null/NaN objective cannot be compared: they are never on the
     front and never dominate another row; nor are rows whose boolean column ``eligible`` is
-    not true (in :func:`stack_metrics`: stacks with a timed-out or errored run).
+    not true (in :func:`stack_metrics`: stacks with a timed-out or errored run, or a failed
+    judgement).
     """
     cols = [*maximise, *minimise]
     if df.height == 0:
@@ -560,31 +537,6 @@ def pareto_front(
     dominates = geq & gt & valid[:, None]
     dominated = dominates.any(axis=0)
     return pl.Series("pareto_optimal", valid & ~dominated, dtype=pl.Boolean)
-
-
-def _agreement(run_table: pl.DataFrame) -> pl.DataFrame:
-    """Per stack: runs with a check, their success rate, and the judge's agreement with it."""
-    rows = []
-    for keys, group in run_table.group_by(*STACK_KEYS, maintain_order=True):
-        checks = group["success"].to_list()
-        n, accuracy, kappa = judge_agreement(checks, group["judge_success"].to_list())
-        known = [c for c in checks if c is not None]
-        rows.append(
-            {
-                **dict(zip(STACK_KEYS, keys, strict=True)),
-                "n_checked": len(known),
-                "success_rate": sum(known) / len(known) if known else None,
-                "judge_accuracy": accuracy,
-                "judge_kappa": kappa,
-            }
-        )
-    schema = {k: pl.String() for k in STACK_KEYS} | {
-        "n_checked": pl.Int64(),
-        "success_rate": pl.Float64(),
-        "judge_accuracy": pl.Float64(),
-        "judge_kappa": pl.Float64(),
-    }
-    return pl.DataFrame(rows, schema=schema)
 
 
 _VALUES_COLUMNS = ("IVS", "IVS_prompt_output", "IVS_reasoning", "n_value_sets",
@@ -628,10 +580,14 @@ def _censoring(run_table: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema)
 
 
-def stack_metrics(run_table: pl.DataFrame) -> pl.DataFrame:
+def stack_metrics(run_table: pl.DataFrame, answers: pl.DataFrame | None = None) -> pl.DataFrame:
     """One row per stack (``results/metrics/stacks.parquet``) from :func:`run_metrics` output.
 
-    Judge-failed runs are counted (``n_judge_failed``) but left out of TU/TA/TCR. Runs are
+    ``answers`` (:func:`mastif.answers.answer_columns` of the runs tables, which hold the
+    final answers) gives ``n_distinct_answers`` and ``answer_group``; null without it.
+
+    A failed judgement is an unknown score: TU/TA/TCR_mean and TCR_std of a stack with one
+    are null (:func:`judge_mean`), with the failures counted in ``n_judge_failed``. Runs are
     counted by status (``n_ok``, ``n_timeout``, ``n_error`` and the shares of the last two);
     CT and V (and σ) average the completed runs only (:func:`ct`, :func:`verbosity`), over
     ``n_CT`` and ``n_V`` runs, since a run cut short would look fast and terse; the
@@ -640,9 +596,10 @@ def stack_metrics(run_table: pl.DataFrame) -> pl.DataFrame:
     pooled over the stack's calls; TUSR_std is the σ of the per-run rates.
 
     ``pareto_optimal`` (E, Eq. 4: max TCR_mean, min CT_mean, min V_mean) is decided among
-    the stacks all of whose runs completed: a stack with a timed-out or errored run is never
-    on the front and dominates no other stack, since its completed-run means leave out
-    exactly the runs that went wrong, and its all-run means would reward being cut short.
+    the stacks all of whose runs completed and were judged: a stack with a timed-out or
+    errored run is never on the front and dominates no other stack, since its completed-run
+    means leave out exactly the runs that went wrong, and its all-run means would reward
+    being cut short; nor is a stack with a failed judgement (its TCR is unknown).
 
     The protocol cost columns (mastif's protocol cost, not in the seed paper) are means per
     run over runs of every status: a failed or timed-out run's traffic was real cost, so it
@@ -678,10 +635,10 @@ def stack_metrics(run_table: pl.DataFrame) -> pl.DataFrame:
             ((pl.col("status") == "timeout").sum() / pl.len()).alias("timeout_share"),
             ((pl.col("status") == "error").sum() / pl.len()).alias("error_share"),
             pl.col("V").is_null().sum().alias("n_usage_missing"),
-            pl.col("TU").mean().alias("TU_mean"),
-            pl.col("TA").mean().alias("TA_mean"),
+            judge_mean("TU").alias("TU_mean"),
+            judge_mean("TA").alias("TA_mean"),
             tcr().alias("TCR_mean"),
-            _std("TCR").alias("TCR_std"),
+            pl.when(judged.all()).then(_std("TCR")).alias("TCR_std"),
             ct().alias("CT_mean"),
             _std("CT", completed()).alias("CT_std"),
             pl.col("CT").filter(completed()).count().alias("n_CT"),
@@ -725,12 +682,26 @@ def stack_metrics(run_table: pl.DataFrame) -> pl.DataFrame:
             .alias("judge_cost_usd_total"),
         )
         .sort(*STACK_KEYS)
-        .with_columns((pl.col("n_ok") == pl.col("n_runs")).alias("all_completed"))
+        .with_columns(
+            ((pl.col("n_ok") == pl.col("n_runs")) & (pl.col("n_judge_failed") == 0)).alias(
+                "pareto_eligible"
+            )
+        )
     )
     agg = (
-        agg.with_columns(pareto_front(agg, eligible="all_completed"))
-        .join(_agreement(run_table), on=STACK_KEYS, how="left")
+        agg.with_columns(pareto_front(agg, eligible="pareto_eligible"))
+        .join(stack_agreement(run_table), on=STACK_KEYS, how="left")
         .join(_censoring(run_table), on=STACK_KEYS, how="left")
     )
     agg = agg.join(_svs_sensitivity(run_table), on=STACK_KEYS, how="left")
+    if answers is not None:
+        agg = agg.join(
+            answers.select(*STACK_KEYS, "n_distinct_answers", "answer_group"),
+            on=STACK_KEYS,
+            how="left",
+        )
+    else:
+        agg = agg.with_columns(
+            pl.lit(None, pl.Int64).alias(c) for c in ("n_distinct_answers", "answer_group")
+        )
     return agg.select(pl.col(c).cast(t) for c, t in STACK_METRICS_SCHEMA.items())

@@ -62,6 +62,12 @@ GEE's iteration limit, or perfect separation) keeps its rows with ``converged`` 
 warning in the note; the one exception is MixedLM's "MLE may be on the boundary" warning (the
 task variance is estimated at or near 0), which is a property of the data, not of the
 optimiser: it is named in the note and leaves ``converged`` as the optimiser reported.
+
+Small samples (issue 38): below ``stats.min_n`` independent tasks (``n_groups``; repeats
+and the stacks' runs of a task are not independent) the coefficients stay as effect sizes
+with their std_error, but ci_low, ci_high and p_value are null and the note opens with
+:func:`mastif.inference.small_sample_reason`'s sentence. The overall test of each factor and
+interaction is in :mod:`mastif.mixed_joint`.
 """
 
 from __future__ import annotations
@@ -74,6 +80,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from mastif.inference import small_sample_reason
 from mastif.stats import FACTORS, metric_runs
 
 #: the table's columns (fixed, also when empty)
@@ -319,8 +326,14 @@ def _n_params(kind: str, n_fixed: int, data: pl.DataFrame) -> int:
     return n_fixed
 
 
-def fit_metric(run_table: pl.DataFrame, metric: str, confidence: float = 0.95) -> pl.DataFrame:
-    """The rows of one metric's model (see the module docstring); never raises on data."""
+def fit_metric(
+    run_table: pl.DataFrame, metric: str, confidence: float = 0.95, min_n: int = 5
+) -> pl.DataFrame:
+    """The rows of one metric's model (see the module docstring); never raises on data.
+
+    Below ``min_n`` independent tasks (``n_groups``) the coefficients stay (effect sizes)
+    but ci_low, ci_high and p_value are null and the note opens with
+    :func:`mastif.inference.small_sample_reason`'s sentence."""
     kind = MODEL_KINDS[metric]
     n_obs: int | None = None
     n_groups: int | None = None
@@ -363,24 +376,36 @@ def fit_metric(run_table: pl.DataFrame, metric: str, confidence: float = 0.95) -
         if not rows:
             raise _FitFailed("no estimates")
     except _Insufficient as exc:
-        note = "; ".join([f"insufficient: {exc}", *notes])
+        note = "; ".join([f"insufficient: {exc}", *notes, *_small(n_groups, min_n)])
         return _frame([_one_row(metric, kind, note, n_obs, n_groups)])
     except _FitFailed as exc:
-        note = "; ".join([f"fit failed: {exc}", *notes])
+        note = "; ".join([f"fit failed: {exc}", *notes, *_small(n_groups, min_n)])
         return _frame([_one_row(metric, kind, note, n_obs, n_groups)])
 
     if not ok:
         messages.insert(0, "not converged")
-    note = "; ".join([SCALES[kind], *notes, *messages])
+    reason = small_sample_reason(int(n_groups), min_n)
+    note = "; ".join([*([reason] if reason else []), SCALES[kind], *notes, *messages])
     out = []
     for r in rows:
         row = _one_row(metric, kind, note, n_obs, n_groups)
         row["term"] = r["term"]
         for col in ("estimate", "std_error", "ci_low", "ci_high", "p_value"):
             row[col] = _float(r.get(col))
+        if reason is not None:  # no significance below min_n tasks: the estimate stays
+            row["ci_low"] = row["ci_high"] = row["p_value"] = None
         row["converged"] = bool(r["converged"]) and ok
         out.append(row)
     return _frame(out)
+
+
+def _small(n_groups: int | None, min_n: int) -> list[str]:
+    """The small-sample sentence as a one-item list when there are some tasks but too few,
+    else [] (with no task at all the "insufficient" note says why already)."""
+    if not n_groups:
+        return []
+    reason = small_sample_reason(int(n_groups), min_n)
+    return [reason] if reason else []
 
 
 def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
@@ -391,12 +416,14 @@ def mixed_models(
     run_table: pl.DataFrame,
     confidence: float = 0.95,
     *,
+    min_n: int = 5,
     metrics: Sequence[str] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> pl.DataFrame:
     """``results/stats/mixed_models.parquet``: one model per metric (:data:`MODEL_KINDS`).
 
-    ``confidence`` is the level of every interval (0 < confidence < 1).
+    ``confidence`` is the level of every interval (0 < confidence < 1); below ``min_n``
+    independent tasks (``stats.min_n``) no interval and no p (see :func:`fit_metric`).
     """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
@@ -404,5 +431,5 @@ def mixed_models(
     for metric in metrics if metrics is not None else MODEL_KINDS:
         if progress is not None:
             progress(metric)
-        frames.append(fit_metric(run_table, metric, confidence))
+        frames.append(fit_metric(run_table, metric, confidence, min_n))
     return pl.concat(frames, how="vertical")

@@ -27,6 +27,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
+from mastif.inference import independent_tasks, small_sample_reason
 from mastif.stats import metric_runs, significance_stars
 
 FACTORS: tuple[str, ...] = ("model", "protocol", "framework")
@@ -199,11 +200,18 @@ def plot_violins(
     out_stem: Path,
     factors: Sequence[str] = FACTORS,
     alpha: float = ALPHA,
+    *,
+    min_n: int,
 ) -> list[Path]:
     """One panel per factor: the per-run distribution of ``metric`` by level, with post-hoc
     significance brackets (p_adj < ``alpha``) — the layout of the paper's Figures 2–4, 6, 7.
-    Groups of fewer than :data:`MIN_VIOLIN_N` values are drawn as points, not violins."""
+    Groups of fewer than :data:`MIN_VIOLIN_N` values are drawn as points, not violins.
+
+    Runs that repeat a task are not independent: with fewer than ``min_n`` independent
+    tasks in ``run_metrics`` (:func:`mastif.inference.independent_tasks`) no bracket or
+    star is drawn and the subtitle says why (:func:`mastif.inference.small_sample_reason`)."""
     info = METRICS.get(metric, MetricInfo(metric, metric))
+    reason = small_sample_reason(independent_tasks(run_metrics), min_n)
     fig = Figure(figsize=(4.2 * len(factors), 4.6), layout="constrained")
     axes = fig.subplots(1, len(factors), squeeze=False)[0]
     for ax, factor in zip(axes, factors, strict=True):
@@ -213,16 +221,22 @@ def plot_violins(
             _no_data(ax)
             continue
         _draw_groups(ax, groups)
-        pairs = significant_pairs(posthoc, metric, factor, list(groups), alpha)
-        _draw_brackets(ax, groups, pairs)
+        if reason is None:
+            _draw_brackets(
+                ax, groups, significant_pairs(posthoc, metric, factor, list(groups), alpha)
+            )
         ax.set_ylabel(info.axis)
         if info.bounded:
             _clip_ticks(ax, 0.0, 1.0)
         ax.grid(axis="y", alpha=0.3)
+    marks = (
+        f"post-hoc pairwise (adjusted p < {alpha:g} marked): *** < 0.001, ** < 0.01, * < 0.05; "
+        if reason is None
+        else f"{reason}\n"
+    )
     fig.suptitle(
         f"{info.title} by {_join_words(list(factors))}\n"
-        f"post-hoc pairwise (adjusted p < {alpha:g} marked): *** < 0.001, ** < 0.01, * < 0.05; "
-        f"points where a level has < {MIN_VIOLIN_N} runs",
+        f"{marks}points where a level has < {MIN_VIOLIN_N} runs",
         fontsize=11,
     )
     return save_figure(fig, out_stem)

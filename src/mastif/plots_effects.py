@@ -3,8 +3,10 @@
 Draws ``results/stats/effects.parquet`` (:mod:`mastif.bootstrap`, ``docs/data.md``): one
 panel per metric (TCR, success, CT, V, TUSR, SVS in a 2 x 3 grid), the stacks on the y axis
 in the same order in every panel, a point at the stack's mean and a whisker for its interval.
-A stack whose interval is null (values in fewer than :data:`mastif.bootstrap.MIN_TASKS`
-tasks) gets a hollow marker and no whisker; a stack without a value for a metric gets a grey
+A stack whose interval is null, or whose metric has values in fewer than
+:data:`mastif.inference.MIN_TASKS_FOR_CI` tasks (a task bootstrap's interval is not a
+confidence interval there: its coverage is far below nominal, bench/ci_coverage.py), gets a
+hollow marker and no whisker, and the title says "CI" only when some whisker is drawn; a stack without a value for a metric gets a grey
 "no value" in that row; a metric without any value gets a "no data" panel.
 
 Like :mod:`mastif.plots`, figures are bare :class:`matplotlib.figure.Figure` objects (never
@@ -25,7 +27,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.transforms import blended_transform_factory
 
-from mastif.bootstrap import EFFECT_METRICS, MIN_TASKS
+from mastif.bootstrap import EFFECT_METRICS
+from mastif.inference import MIN_TASKS_FOR_CI
 from mastif.plots import _marker_key, _no_data, save_figure, stack_label
 
 STACK_COLUMNS: tuple[str, ...] = ("model", "protocol", "framework")
@@ -40,7 +43,9 @@ AXES: dict[str, tuple[str, bool]] = {
     "SVS": ("SVS, social value score (0–1)", True),
 }
 
-NO_INTERVAL = f"no interval: fewer than {MIN_TASKS} tasks"
+NO_INTERVAL = (
+    f"no interval: values in fewer than {MIN_TASKS_FOR_CI} tasks, too few for a confidence interval"
+)
 
 
 def stack_order(effects: pl.DataFrame) -> list[tuple[str, str, str]]:
@@ -54,31 +59,28 @@ def stack_order(effects: pl.DataFrame) -> list[tuple[str, str, str]]:
 def _metric_rows(
     effects: pl.DataFrame, metric: str, stacks: list[tuple[str, str, str]]
 ) -> list[tuple[float | None, float | None, float | None]]:
-    """(mean, ci_low, ci_high) per stack in ``stacks`` order; nulls where unknown."""
+    """(mean, ci_low, ci_high) per stack in ``stacks`` order; nulls where unknown, and no
+    interval where the metric has values in fewer than :data:`MIN_TASKS_FOR_CI` tasks."""
     found: dict[tuple[str, str, str], tuple[float | None, float | None, float | None]] = {}
     if effects.height:
         part = effects.filter(pl.col("metric") == metric).select(
             *(pl.col(c).cast(pl.String) for c in STACK_COLUMNS),
             *(pl.col(c).cast(pl.Float64) for c in ("mean", "ci_low", "ci_high")),
+            pl.col("n_tasks").fill_null(0) >= MIN_TASKS_FOR_CI,
         )
-        for model, protocol, framework, mean, low, high in part.iter_rows():
+        for model, protocol, framework, mean, low, high, is_ci in part.iter_rows():
             found[(model, protocol, framework)] = (
                 _finite(mean),
-                _finite(low),
-                _finite(high),
+                _finite(low) if is_ci else None,
+                _finite(high) if is_ci else None,
             )
     return [found.get(stack, (None, None, None)) for stack in stacks]
 
 
-def _hollow_count(effects: pl.DataFrame, metric: str) -> int:
-    """Rows of ``metric`` with a mean but no interval."""
-    if effects.height == 0:
-        return 0
-    return effects.filter(
-        (pl.col("metric") == metric)
-        & pl.col("mean").is_not_null()
-        & (pl.col("ci_low").is_null() | pl.col("ci_high").is_null())
-    ).height
+def _counts(rows: list[tuple[float | None, float | None, float | None]]) -> tuple[int, int]:
+    """(stacks drawn with an interval, stacks drawn hollow) of one panel's rows."""
+    with_ci = sum(m is not None and lo is not None and hi is not None for m, lo, hi in rows)
+    return with_ci, sum(m is not None for m, _, _ in rows) - with_ci
 
 
 def _finite(x: float | None) -> float | None:
@@ -149,36 +151,35 @@ def plot_effects(effects: pl.DataFrame, out_stem: Path, confidence: float = 0.95
     row_height = max(3.0, 0.3 * len(stacks) + 1.4)
     fig = Figure(figsize=(13, row_height * nrows + 0.8), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False)
+    with_ci = hollow = 0
     for k, metric in enumerate(EFFECT_METRICS):
         ax = axes[k // ncols][k % ncols]
-        _draw_panel(ax, metric, _metric_rows(effects, metric, stacks), labels, k % ncols == 0)
+        rows = _metric_rows(effects, metric, stacks)
+        _draw_panel(ax, metric, rows, labels, k % ncols == 0)
+        n_ci, n_hollow = _counts(rows)
+        with_ci, hollow = with_ci + n_ci, hollow + n_hollow
     for k in range(len(EFFECT_METRICS), nrows * ncols):
         axes[k // ncols][k % ncols].set_visible(False)
     if stacks:
         fig.supylabel("stack (model, protocol, framework)", fontsize=10)
-    hollow = sum(_hollow_count(effects, metric) for metric in EFFECT_METRICS)
-    fig.suptitle(
+    title = (
         f"Per-stack means, {confidence * 100:g}% CI over tasks (bootstrap)"
-        + (f"\nhollow marker, {NO_INTERVAL}" if hollow else ""),
+        if with_ci
+        else "Per-stack means over tasks"
+    )
+    fig.suptitle(
+        title + (f"\nhollow marker, {NO_INTERVAL}" if hollow else ""),
         fontsize=12,
     )
-    fig.legend(
-        handles=[
+    keys = []
+    if with_ci:
+        keys.append(_marker_key("mean with confidence interval", marker="o", color="C0"))
+    if hollow:
+        keys.append(
             _marker_key(
-                "mean with confidence interval",
-                marker="o",
-                color="C0",
-            ),
-            _marker_key(
-                f"mean, {NO_INTERVAL}",
-                marker="o",
-                markerfacecolor="none",
-                markeredgecolor="C0",
-            ),
-        ],
-        loc="outside lower center",
-        ncols=2,
-        fontsize=9,
-        frameon=False,
-    )
+                f"mean, {NO_INTERVAL}", marker="o", markerfacecolor="none", markeredgecolor="C0"
+            )
+        )
+    if keys:
+        fig.legend(handles=keys, loc="outside lower center", ncols=2, fontsize=9, frameon=False)
     return save_figure(fig, out_stem)

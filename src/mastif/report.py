@@ -9,7 +9,11 @@ rendering is driven by column names, so every table shares one formatter:
 - a column ``X`` with a companion ``X_std`` becomes one cell ``"mean (σ)"`` (:func:`fmt_mean_sd`);
 - CT/V columns and the protocol cost counts, KiB and model seconds get 1 decimal, mean ranks
   2, other floats 3 (scores; the protocol's seconds and share, which are often small);
-- ``p_value`` is written as ``< 0.001`` or with 3 decimals; nulls as an em dash.
+- ``p_value`` is written as ``< 0.001`` or with 3 decimals, ``p_adjusted`` likewise with
+  "(n.s.)" when it is not below ``stats.alpha``; nulls as an em dash.
+
+The tables that draw inferences (Table 6, the tests, the mixed models' joint tests; their
+p-value and small-sample rules) are built in :mod:`mastif.report_inference`.
 
 This module does not import ``mastif.metrics``/``mastif.stats``: it only reads their tables.
 The versions table (:func:`versions_table`) is read from the runs files' provenance columns.
@@ -17,33 +21,47 @@ The versions table (:func:`versions_table`) is read from the runs files' provena
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from mastif.provenance import PACKAGES, PROVENANCE_COLUMNS, version_column
+from mastif.report_inference import (
+    ALPHA,
+    BEST_METRICS,
+    DASH,
+    FACTORS,
+    METRIC_ORDER,
+    TEST_NAMES,
+    _missing,
+    best_stacks,
+    fmt_num,
+    fmt_p,
+    fmt_p_adjusted,
+    kruskal_summary,
+    mixed_joint_table,
+)
+from mastif.report_inference import CAPTIONS as INFERENCE_CAPTIONS
 
-FACTORS: tuple[str, ...] = ("model", "protocol", "framework")
-#: the default significance level; the tables take the config's ``stats.alpha``
-ALPHA = 0.05
-DASH = "—"
-
-# Table 6: metric → (row label, research question, higher is better)
-BEST_METRICS: dict[str, tuple[str, str, bool]] = {
-    "TCR": ("Task completion (TCR)", "RQ1", True),
-    "CT": ("Convergence time (CT)", "RQ2", False),
-    "V": ("Verbosity (V)", "RQ2", False),
-    "TUSR": ("Tool use success (TUSR)", "RQ3", True),
-    "IVS": ("Social value stability (IVS)", "RQ4", True),
-}
-METRIC_ORDER: tuple[str, ...] = ("TCR", "TU", "TA", "CT", "V", "TUSR", "IVS")
-TEST_NAMES: dict[str, tuple[str, str]] = {
-    "kruskal": ("Kruskal-Wallis", "H"),
-    "anova": ("ANOVA", "F"),
-}
+__all__ = [
+    "ALPHA",
+    "BEST_METRICS",
+    "METRIC_ORDER",
+    "TEST_NAMES",
+    "best_stacks",
+    "fmt_p",
+    "fmt_p_adjusted",
+    "kruskal_summary",
+    "mixed_joint_table",
+    "paper_tables",
+    "power_table",
+    "run_versions",
+    "to_markdown",
+    "versions_table",
+    "write_tables",
+]
 
 CAPTIONS: dict[str, str] = {
     "table2_task_completion": (
@@ -83,13 +101,6 @@ CAPTIONS: dict[str, str] = {
         "empty value sets: share of all value sets (prompt, each step, answer) with no value. "
         "SVS at t: the same SVS with the tagging threshold t instead of the configured one."
     ),
-    "table6_best_stacks": (
-        "Table 6. Best-performing level of model, protocol and framework per metric by mean "
-        "rank (higher better for TCR, TUSR, IVS; lower for CT, V), with the test behind it; "
-        "(n.s.) = not significant at α = {alpha} (stats.alpha), (only level) = a factor with one level, untested. "
-        "CT and V are ranked over completed runs only, as in Table 3; the other metrics over "
-        "all runs."
-    ),
     "table7_protocol_cost": (
         "Table 7. Protocol cost per stack: messages, tool calls or agent messages over the "
         "protocol, KiB on the wire, protocol overhead vs time in the model, and the overhead's "
@@ -119,19 +130,6 @@ CAPTIONS: dict[str, str] = {
         "package with two versions, or a stack in two rows of one package, means runs made "
         "with different software. not recorded: runs imported from a log. mastif's addition."
     ),
-    "kruskal_summary": (
-        "Tests per metric and factor as in the paper (Kruskal-Wallis H or ANOVA F, chosen by "
-        "Shapiro-Wilk normality of the groups), pooling every run as independent although "
-        "every stack ran the same tasks; skipped tests give the reason."
-    ),
-    "effects": (
-        "Per stack: each metric's mean with its confidence interval (stats.confidence, "
-        "percentile bootstrap resampling tasks, so stacks stay paired; CT and V over "
-        "completed runs; success from the tasks' checks; SVS = mean IVS of answered, "
-        "completed runs), the number of tasks, and the share of resamples in which the stack "
-        "is on the Pareto front of E (among stacks whose runs all completed). A mean without "
-        "an interval: fewer than 2 tasks. mastif's, not in the paper."
-    ),
     "repeats": (
         "Per stack, over the repeats of each task: pass@k (at least one of k repeats "
         "succeeds, unbiased estimator) and pass^k (all k succeed), the share of tasks whose "
@@ -158,7 +156,7 @@ CAPTIONS: dict[str, str] = {
         "of 0.3 between two stacks' outcomes on a task (`mastif power` for other "
         "assumptions). Repeats add no tasks. Empty difference: no difference is detectable."
     ),
-}
+} | INFERENCE_CAPTIONS
 
 HEADERS: dict[str, str] = {
     "SVS_prompt_output": "SVS_P,o",
@@ -168,6 +166,7 @@ HEADERS: dict[str, str] = {
     "empty_value_set_share": "empty value sets",
     "pareto_optimal": "Pareto-optimal",
     "p_value": "p-value",
+    "p_adjusted": "adjusted p",
     "protocol_s": "protocol overhead",
     "n_protocol_s_unknown": "n unknown",
     "model_s": "model time",
@@ -197,27 +196,11 @@ FAILURE_SHARES: dict[str, str] = {"timeout_share": "timeout_share", "error_share
 # Formatting (shared by every table)
 
 
-def _missing(x: Any) -> bool:
-    return x is None or (isinstance(x, float) and math.isnan(x))
-
-
-def fmt_num(x: Any, decimals: int = 3) -> str:
-    """A number with fixed decimals; an em dash for null/NaN."""
-    return DASH if _missing(x) else f"{float(x):.{decimals}f}"
-
-
 def fmt_mean_sd(mean: Any, sd: Any, decimals: int = 3) -> str:
     """The paper's ``mean (σ)`` cell, e.g. ``0.667 (0.186)``; σ is a dash when undefined."""
     if _missing(mean):
         return DASH
     return f"{fmt_num(mean, decimals)} ({fmt_num(sd, decimals)})"
-
-
-def fmt_p(p: Any) -> str:
-    """p-values as the paper writes them: ``< 0.001`` or 3 decimals."""
-    if _missing(p):
-        return DASH
-    return "< 0.001" if float(p) < 0.001 else f"{float(p):.3f}"
 
 
 def _decimals(column: str) -> int:
@@ -226,9 +209,11 @@ def _decimals(column: str) -> int:
     return 1 if column.removesuffix("_std") in ONE_DECIMAL else 3
 
 
-def _cell(column: str, value: Any) -> str:
+def _cell(column: str, value: Any, alpha: float = ALPHA) -> str:
     if column == "p_value":
         return fmt_p(value)
+    if column == "p_adjusted":
+        return fmt_p_adjusted(value, alpha)
     if _missing(value):
         return DASH
     if isinstance(value, bool):
@@ -238,8 +223,9 @@ def _cell(column: str, value: Any) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-def to_markdown(df: pl.DataFrame, caption: str) -> str:
-    """A one-line caption, a blank line, then a GitHub pipe table of ``df``."""
+def to_markdown(df: pl.DataFrame, caption: str, alpha: float = ALPHA) -> str:
+    """A one-line caption, a blank line, then a GitHub pipe table of ``df``; ``alpha``: the
+    level at which an adjusted p is marked (n.s.)."""
     shown = [c for c in df.columns if not (c.endswith("_std") and c[:-4] in df.columns)]
     headers = []
     for c in shown:
@@ -254,7 +240,7 @@ def to_markdown(df: pl.DataFrame, caption: str) -> str:
         cells = [
             fmt_mean_sd(row[c], row[f"{c}_std"], _decimals(c))
             if f"{c}_std" in df.columns
-            else _cell(c, row[c])
+            else _cell(c, row[c], alpha)
             for c in shown
         ]
         lines.append("| " + " | ".join(cells) + " |")
@@ -307,99 +293,17 @@ def _social_values_table(stacks: pl.DataFrame) -> pl.DataFrame:
     return _stack_table(wide, columns)
 
 
-def _ordered(column: str, order: Sequence[str]) -> pl.Expr:
-    """Sort key putting known names in ``order`` first, the rest after."""
-    return pl.col(column).replace_strict(
-        {name: i for i, name in enumerate(order)}, default=len(order), return_dtype=pl.Int64
-    )
-
-
-def _test_text(factor: str, test: dict[str, Any] | None) -> str:
-    """'model: Kruskal-Wallis H=12.300, p < 0.001' — the paper's test sentence, shortened."""
-    if test is None:
-        return f"{factor}: no test"
-    if test["test"] not in TEST_NAMES:
-        return f"{factor}: skipped ({test.get('note') or 'no reason given'})"
-    name, stat = TEST_NAMES[test["test"]]
-    if _missing(test["p_value"]):  # e.g. "insufficient: n = 3 < min_n 5"
-        return f"{factor}: {name} not run ({test.get('note') or 'no p-value'})"
-    p = fmt_p(test["p_value"])
-    p = f"p {p}" if p.startswith("<") else f"p={p}"
-    return f"{factor}: {name} {stat}={fmt_num(test['statistic'])}, {p}"
-
-
-def _best_level(
-    groups: pl.DataFrame, test: dict[str, Any] | None, higher: bool, alpha: float = ALPHA
-) -> tuple[str, Any]:
-    """The level with the best mean rank, annotated when the ranking is not backed by a test."""
-    if groups.height == 0:
-        return DASH, None
-    best = groups.sort(["mean_rank", "level"], descending=[higher, False], nulls_last=True).row(
-        0, named=True
-    )
-    level = str(best["level"])
-    tested = test is not None and test["test"] in TEST_NAMES and not _missing(test["p_value"])
-    if not tested:
-        level += " (only level)" if groups.height == 1 else " (not tested)"
-    elif _missing(test["p_value"]) or test["p_value"] >= alpha:
-        level += " (n.s.)"
-    return level, best["mean_rank"]
-
-
-def best_stacks(
-    stats_tests: pl.DataFrame, stats_groups: pl.DataFrame, alpha: float = ALPHA
-) -> pl.DataFrame:
-    """Table 6: per metric, the best level of each factor by Kruskal-Wallis/ANOVA mean rank."""
-    rows = []
-    for metric, (label, rq, higher) in BEST_METRICS.items():
-        row: dict[str, Any] = {"Metric": label, "RQ": rq, "better": "higher" if higher else "lower"}
-        tests_text = []
-        for factor in FACTORS:
-            tests = stats_tests.filter((pl.col("metric") == metric) & (pl.col("factor") == factor))
-            test = tests.row(0, named=True) if tests.height else None
-            groups = stats_groups.filter(
-                (pl.col("metric") == metric) & (pl.col("factor") == factor)
-            )
-            row[factor], row[f"{factor}_mean_rank"] = _best_level(groups, test, higher, alpha)
-            tests_text.append(_test_text(factor, test))
-        row["tests"] = "; ".join(tests_text)
-        rows.append(row)
-    schema = {"Metric": pl.String, "RQ": pl.String, "better": pl.String}
-    for factor in FACTORS:
-        schema |= {factor: pl.String, f"{factor}_mean_rank": pl.Float64}
-    return pl.DataFrame(rows, schema=schema | {"tests": pl.String})
-
-
-def kruskal_summary(stats_tests: pl.DataFrame) -> pl.DataFrame:
-    """The per-section test sentences ("Kruskal-Wallis test for … H-statistic = …") as rows."""
-    return stats_tests.sort(
-        _ordered("metric", METRIC_ORDER),
-        _ordered("factor", FACTORS),
-    ).select(
-        "metric",
-        "factor",
-        "test",
-        pl.col("test")
-        .replace_strict(
-            {k: v[1] for k, v in TEST_NAMES.items()}, default=None, return_dtype=pl.String
-        )
-        .alias("stat"),
-        "statistic",
-        "p_value",
-        "n_levels",
-        "all_normal",
-        "note",
-    )
-
-
 def paper_tables(
     stacks: pl.DataFrame,
     stats_tests: pl.DataFrame,
     stats_groups: pl.DataFrame,
     alpha: float = ALPHA,
+    n_tasks: int | None = None,
+    min_n: int | None = None,
 ) -> dict[str, pl.DataFrame]:
     """All tables as raw-number DataFrames, keyed by output file stem; ``alpha``: the level
-    below which Table 6 calls a factor's best level significant."""
+    below which Table 6 calls a factor's adjusted p significant; ``n_tasks`` independent
+    tasks below ``min_n``: no p-value and no best level (:mod:`mastif.report_inference`)."""
     return {
         "table2_task_completion": _stack_table(
             stacks,
@@ -438,7 +342,9 @@ def paper_tables(
             },
         ),
         "table5_social_values": _social_values_table(stacks),
-        "table6_best_stacks": best_stacks(stats_tests, stats_groups, alpha),
+        "table6_best_stacks": best_stacks(
+            stats_tests, stats_groups, alpha, n_tasks=n_tasks, min_n=min_n
+        ),
         "table7_protocol_cost": _stack_table(
             stacks,
             {
@@ -460,7 +366,7 @@ def paper_tables(
                 "judge_kappa": "judge_kappa",
             },
         ),
-        "kruskal_summary": kruskal_summary(stats_tests),
+        "kruskal_summary": kruskal_summary(stats_tests, n_tasks=n_tasks, min_n=min_n),
     }
 
 
@@ -578,21 +484,22 @@ def power_table(n_tasks: int, alpha: float = ALPHA) -> pl.DataFrame:
 def write_tables(
     tables: dict[str, pl.DataFrame],
     out_dir: Path,
-    warnings: dict[str, str] | None = None,
+    warnings: Mapping[str, str | Sequence[str]] | None = None,
     alpha: float = ALPHA,
 ) -> list[Path]:
     """Write each table as ``{name}.md`` (formatted, captioned) and ``{name}.csv`` (raw);
-    ``warnings``: a line put before a table's caption (e.g. an unvalidated judge);
-    ``alpha``: the significance level captions name."""
+    ``warnings``: the line(s) put in bold before a table's caption (e.g. an unvalidated
+    judge, too few tasks for a p-value); ``alpha``: the significance level captions name."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
     for name, df in tables.items():
         md, csv = out_dir / f"{name}.md", out_dir / f"{name}.csv"
         caption = CAPTIONS.get(name, name).replace("{alpha}", f"{alpha:g}")
-        if warnings and name in warnings:
-            caption = f"**{warnings[name]}**\n\n{caption}"
-        md.write_text(to_markdown(df, caption), encoding="utf-8")
+        lines = (warnings or {}).get(name) or []
+        for line in reversed([lines] if isinstance(lines, str) else list(lines)):
+            caption = f"**{line}**\n\n{caption}"
+        md.write_text(to_markdown(df, caption, alpha), encoding="utf-8")
         df.write_csv(csv)
         paths += [md, csv]
     return paths

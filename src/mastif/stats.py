@@ -7,8 +7,13 @@ level decides between one-way ANOVA (every level shown normal) and Kruskal-Walli
 Kruskal-Wallis (no normality gate). Effect size: ε² = (H - k + 1) / (n - k) for
 Kruskal-Wallis, η² = F·(k - 1) / (F·(k - 1) + n - k) for ANOVA. Kruskal-Wallis mean ranks
 name the best level (Table 6); Dunn's post-hoc gives the pairwise differences shown in the
-violin plots. Small-n guard: when a level has fewer than ``min_n`` values the row keeps its
-test name with null statistic and p and the note "insufficient: n = 3 < min_n 5". The
+violin plots. Small-n guard (issue 38): the independent unit is the task, not the run
+(repeats of a task and the stacks' runs of it are not independent), so when the metric's
+runs cover fewer than ``min_n`` distinct tasks (:func:`mastif.inference.independent_tasks`)
+the row keeps its test name with null statistic, p and effect, the note is
+:func:`mastif.inference.small_sample_reason`'s sentence, and the Dunn pairs are listed with
+a null ``p_adj`` and the same note; when the experiment has enough tasks but a level has
+fewer than ``min_n`` of them the note reads "insufficient: n = 3 tasks < min_n 5 (...)". The
 omnibus rows with a p form one family, adjusted by Holm or Benjamini-Hochberg
 (``p_adjusted`` beside ``p_value``). All statistics come from scipy / scikit-posthocs /
 statsmodels; this module only routes data and records the results in the
@@ -27,6 +32,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from mastif.inference import independent_tasks, small_sample_reason
 from mastif.trace import COMPLETED
 
 # scipy and scikit-posthocs (seconds to import) are imported where they are used: every
@@ -34,6 +40,9 @@ from mastif.trace import COMPLETED
 
 METRICS: tuple[str, ...] = ("TCR", "TU", "TA", "CT", "V", "TUSR", "IVS")
 FACTORS: tuple[str, ...] = ("model", "protocol", "framework")
+
+#: the independent unit: runs repeating a task, and the stacks' runs of it, are not
+TASK = "task_id"
 
 # Direction of "better" per metric, for Table 6 (CT and V are costs).
 HIGHER_IS_BETTER: dict[str, bool] = {
@@ -75,6 +84,7 @@ TESTS_SCHEMA: dict[str, pl.DataType] = {
     "p_adjusted": pl.Float64(),
     "effect_name": pl.String(),
     "effect": pl.Float64(),
+    "n_tasks": pl.Int64(),
 }
 GROUPS_SCHEMA: dict[str, pl.DataType] = {
     "metric": pl.String(),
@@ -95,6 +105,8 @@ POSTHOC_SCHEMA: dict[str, pl.DataType] = {
     "level_b": pl.String(),
     "p_adj": pl.Float64(),
     "p_adjust": pl.String(),
+    "n_tasks": pl.Int64(),
+    "note": pl.String(),
 }
 BEST_LEVELS_SCHEMA: dict[str, pl.DataType] = {
     "metric": pl.String(),
@@ -169,11 +181,16 @@ def _test_one(
     """Tests, groups and post-hoc rows for one (metric, factor)."""
     from scipy import stats as st
 
-    data = (
+    task = [pl.col(TASK).cast(pl.String)] if TASK in run_table.columns else []
+    full = (
         metric_runs(run_table, metric)
-        .select(pl.col(factor).cast(pl.String), pl.col(metric).cast(pl.Float64).fill_nan(None))
-        .drop_nulls()
+        .select(
+            *task, pl.col(factor).cast(pl.String), pl.col(metric).cast(pl.Float64).fill_nan(None)
+        )
+        .drop_nulls([factor, metric])
     )
+    n_tasks = independent_tasks(full, TASK)  # 0 without a task column: unknown, no p
+    data = full.select(factor, metric)
     levels = sorted(data[factor].unique().to_list())
     test: dict[str, Any] = {
         "metric": metric,
@@ -187,6 +204,7 @@ def _test_one(
         "p_adjusted": None,
         "effect_name": None,
         "effect": None,
+        "n_tasks": n_tasks,
     }
     if not levels:
         test["note"] = f"no non-null {metric} values"
@@ -211,16 +229,22 @@ def _test_one(
         test["all_normal"] = all_normal
     name = "anova" if all_normal else "kruskal"
     test["effect_name"] = "eta2" if all_normal else "epsilon2"
-    small = [g for g in groups if g["n"] < min_n]
+    reason = small_sample_reason(n_tasks, min_n)
+    if reason is not None:
+        test.update(test=name, note=reason)
+        return test, groups, _dunn(metric, factor, data, p_adjust, n_tasks, reason)
+    level_tasks = {
+        str(lv): int(n) for lv, n in full.group_by(factor).agg(pl.col(TASK).n_unique()).rows()
+    }
+    small = sorted((lv, n) for lv, n in level_tasks.items() if n < min_n)
     if small:
-        n_min = min(g["n"] for g in small)
         test["test"] = name
         test["note"] = (
-            f"insufficient: n = {n_min} < min_n {min_n} ({factor} "
-            + ", ".join(f"{g['level']}: {g['n']}" for g in small)
+            f"insufficient: n = {min(n for _, n in small)} tasks < min_n {min_n} ({factor} "
+            + ", ".join(f"{lv}: {n}" for lv, n in small)
             + ")"
         )
-        return test, groups, []
+        return test, groups, _dunn(metric, factor, data, p_adjust, n_tasks, test["note"])
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -243,17 +267,28 @@ def _test_one(
         else (statistic - k + 1) / (n - k)  # ε² of Kruskal-Wallis
     )
     test.update(test=name, statistic=statistic, p_value=p_value, effect=_float(effect))
-    return test, groups, _dunn(metric, factor, data, p_adjust)
+    return test, groups, _dunn(metric, factor, data, p_adjust, n_tasks)
 
 
 def _dunn(
-    metric: str, factor: str, data: pl.DataFrame, p_adjust: str | None
+    metric: str,
+    factor: str,
+    data: pl.DataFrame,
+    p_adjust: str | None,
+    n_tasks: int,
+    reason: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Dunn's post-hoc (scikit-posthocs) as one row per unordered pair, level_a < level_b."""
+    """Dunn's post-hoc (scikit-posthocs) as one row per unordered pair, level_a < level_b;
+    with a ``reason`` (too few tasks) the pairs are listed with a null p_adj and that note."""
     import scikit_posthocs as sp
 
-    matrix = sp.posthoc_dunn(data.to_pandas(), val_col=metric, group_col=factor, p_adjust=p_adjust)
-    labels = sorted(str(x) for x in matrix.index)
+    if reason is None:
+        matrix = sp.posthoc_dunn(
+            data.to_pandas(), val_col=metric, group_col=factor, p_adjust=p_adjust
+        )
+        labels = sorted(str(x) for x in matrix.index)
+    else:
+        labels = sorted(str(x) for x in data[factor].unique().to_list())
     rows = []
     for i, a in enumerate(labels):
         for b in labels[i + 1 :]:
@@ -263,8 +298,10 @@ def _dunn(
                     "factor": factor,
                     "level_a": a,
                     "level_b": b,
-                    "p_adj": _float(matrix.loc[a, b]),
+                    "p_adj": None if reason else _float(matrix.loc[a, b]),
                     "p_adjust": p_adjust or "none",
+                    "n_tasks": n_tasks,
+                    "note": reason,
                 }
             )
     return rows
@@ -284,11 +321,15 @@ def test_factors(
     Returns {"tests", "groups", "posthoc"} with the fixed schemas of docs/data.md. Nulls
     of a metric are dropped per metric (e.g. judge-failed TCR, TUSR of runs without calls);
     CT and V are tested over completed runs only (:func:`metric_runs`). TU, TA and TCR always
-    get Kruskal-Wallis. A level with fewer than ``min_n`` values: no statistic, no p, the
-    note says "insufficient". ``p_adjust`` is passed to ``scikit_posthocs.posthoc_dunn``
+    get Kruskal-Wallis. Fewer than ``min_n`` distinct tasks (``task_id``; none without that
+    column) behind the metric's values: no statistic, no p, no Dunn p, the note is
+    :func:`mastif.inference.small_sample_reason`'s; a level with fewer than ``min_n`` tasks:
+    likewise, note "insufficient: ...". ``p_adjust`` is passed to ``scikit_posthocs.posthoc_dunn``
     (None: unadjusted); ``family_adjust`` (a statsmodels ``multipletests`` method: "holm",
     "fdr_bh") adjusts the omnibus p-values across all rows that have one (``p_adjusted``).
     """
+    if min_n < 2:
+        raise ValueError(f"min_n must be >= 2, not {min_n}")
     tests: list[dict[str, Any]] = []
     groups: list[dict[str, Any]] = []
     posthoc: list[dict[str, Any]] = []

@@ -3,7 +3,10 @@
 From ``results/stats/{effects,repeats,judge_validity}.parquet``:
 
 * ``effects``: per stack, each metric's mean with its confidence interval over tasks
-  (:mod:`mastif.bootstrap`) and the share of resamples the stack is on the Pareto front;
+  (:mod:`mastif.bootstrap`) where the metric has values in at least
+  :data:`mastif.inference.MIN_TASKS_FOR_CI` tasks (the mean alone below: the interval is
+  then not a confidence interval), and the share of resamples the stack is on the Pareto
+  front;
 * ``repeats``: pass@k, pass^k, flip rate and ICC per stack (:mod:`mastif.repeats`);
 * ``judge_validity``: the judge against the tasks' checks, pooled and per stack, with CIs
   (:mod:`mastif.judge_validity`);
@@ -17,6 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 import polars as pl
+
+from mastif.inference import MIN_TASKS_FOR_CI
 
 STACK_KEYS = ("model", "protocol", "framework")
 #: metrics of the effects table, in the order of the paper's tables
@@ -33,8 +38,9 @@ def _ci(mean: Any, lo: Any, hi: Any, decimals: int) -> str | None:
 
 
 def effects_table(effects: pl.DataFrame) -> pl.DataFrame:
-    """One row per stack: ``<metric>`` as "mean [low, high]" (the CI null where there are too
-    few tasks: the mean alone), n_tasks, and pareto_share."""
+    """One row per stack: ``<metric>`` as "mean [low, high]" (the mean alone where the
+    metric has values in fewer than :data:`MIN_TASKS_FOR_CI` tasks or no interval),
+    n_tasks, and pareto_share."""
     rows: dict[tuple[str, ...], dict[str, Any]] = {}
     for r in effects.iter_rows(named=True):
         key = tuple(r[k] for k in STACK_KEYS)
@@ -43,7 +49,9 @@ def effects_table(effects: pl.DataFrame) -> pl.DataFrame:
             row["pareto_share"] = r["mean"]
             continue
         decimals = 1 if r["metric"] in ("CT", "V") else 3
-        row[r["metric"]] = _ci(r["mean"], r["ci_low"], r["ci_high"], decimals)
+        is_ci = (r["n_tasks"] or 0) >= MIN_TASKS_FOR_CI
+        low, high = (r["ci_low"], r["ci_high"]) if is_ci else (None, None)
+        row[r["metric"]] = _ci(r["mean"], low, high, decimals)
         row["n_tasks"] = max(row.get("n_tasks") or 0, r["n_tasks"] or 0)
     schema: dict[str, Any] = {k: pl.String for k in STACK_KEYS}
     schema |= {m: pl.String for m in EFFECT_METRICS}

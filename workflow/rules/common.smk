@@ -44,6 +44,7 @@ TABLES = [
     "table6_best_stacks",
     "table7_protocol_cost",
     "table8_ground_truth",
+    "mixed_joint",
     "kruskal_summary",
     "effects",
     "repeats",
@@ -79,7 +80,12 @@ def get_final_outputs():
         + get_run_outputs()
         + get_judged_outputs()
         + get_values_outputs()
-        + ["results/metrics/runs.parquet", "results/metrics/stacks.parquet"]
+        + [
+            "results/metrics/runs.parquet",
+            "results/metrics/stacks.parquet",
+            "results/metrics/identical_answers.csv",
+            "results/tables/judge_gate.csv",
+        ]
         + expand(
             "results/stats/{name}.parquet",
             name=[
@@ -89,6 +95,7 @@ def get_final_outputs():
                 "blocked_tests",
                 "blocked_pairs",
                 "mixed_models",
+                "mixed_joint",
                 "effects",
                 "repeats",
                 "judge_validity",
@@ -264,3 +271,65 @@ def get_judge_resource(kind):
         "remote_model_slots": 0 if local else 1,
         "timing_lock": 1 if local else 0,
     }[kind]
+
+
+# ---- report-time labels (workflow/report/workflow.rst prints them on the front page) -------
+# A report() item's labels= function is called when `snakemake --report` builds the report,
+# after the results exist; Snakemake fills wildcards into label text, so braces are dropped.
+JUDGE_GATE_LABEL = "judge gate"
+IDENTICAL_OUTPUTS_LABEL = "identical outputs"
+
+
+def _label_text(text):
+    return text.replace("{", "(").replace("}", ")")
+
+
+def get_judge_gate_labels(wildcards):
+    """{"judge gate": the gate's verdict} (mastif.inference.gate_verdict of
+    results/stats/judge_validity.parquet; "no judge-validity result" without it): the label of
+    every figure and table built on judge scores, and the report's first line."""
+    import polars as pl
+
+    from mastif.inference import gate_verdict
+
+    path = Path("results/stats/judge_validity.parquet")
+    validity = pl.read_parquet(path) if path.is_file() else pl.DataFrame()
+    return {JUDGE_GATE_LABEL: _label_text(gate_verdict(validity).text)}
+
+
+def with_judge_gate(labels, judge_based=None):
+    """A labels= function for a report item built on judge scores: ``labels`` (Snakemake
+    fills their "{wildcard}" patterns) plus {"judge gate": verdict}
+    (:func:`get_judge_gate_labels`); with ``judge_based`` (wildcards -> bool) only where it
+    holds, e.g. the violins of TCR, TU and TA but not of CT."""
+
+    def labels_with_gate(wildcards):
+        out = dict(labels)
+        if judge_based is None or judge_based(wildcards):
+            out.update(get_judge_gate_labels(wildcards))
+        return out
+
+    return labels_with_gate
+
+
+#: the judge's scores: a figure or table of one of them carries the judge gate's label
+JUDGE_METRICS = ("TCR", "TU", "TA")
+
+
+def get_identical_answers_labels(wildcards):
+    """{"identical outputs": which stacks gave byte-identical final answers on every task}
+    (mastif.answers.identical_answers_note of results/metrics/identical_answers.csv)."""
+    import polars as pl
+
+    from mastif.answers import ANSWER_GROUPS_SCHEMA, identical_answers_note
+
+    path = Path("results/metrics/identical_answers.csv")
+    if path.is_file():
+        groups = pl.read_csv(path, schema=ANSWER_GROUPS_SCHEMA)
+        note = identical_answers_note(groups, len(STACKS))
+    else:
+        note = f"unknown: {path} not built"
+    return {
+        "table": "identical final answers",
+        IDENTICAL_OUTPUTS_LABEL: _label_text(note),
+    }

@@ -8,13 +8,18 @@ rule plot_violins:
             caption="../report/violin.rst",
             category="Figures",
             subcategory="Metric by factor",
-            labels={"metric": "{metric}", "figure": "violin"},
+            labels=with_judge_gate(
+                {"metric": "{metric}", "figure": "violin"},
+                judge_based=lambda wildcards: wildcards.metric in JUDGE_METRICS,
+            ),
         ),
         svg="results/plots/violin_{metric}.svg",
     log:
         "logs/plot_violins/{metric}.log",
     params:
         alpha=config["stats"]["alpha"],
+        # no star below min_n independent tasks (runs of one task are not independent)
+        min_n=config["stats"]["min_n"],
     script:
         "../scripts/plot_violins.py"
 
@@ -28,7 +33,7 @@ rule plot_pareto:
             caption="../report/pareto.rst",
             category="Figures",
             subcategory="Efficiency",
-            labels={"figure": "Pareto frontier"},
+            labels=with_judge_gate({"figure": "Pareto frontier"}),
         ),
         svg="results/plots/pareto.svg",
     log:
@@ -46,7 +51,7 @@ rule plot_effects:
             caption="../report/effects.rst",
             category="Figures",
             subcategory="Effects",
-            labels={"figure": "per-stack means with CIs"},
+            labels=with_judge_gate({"figure": "per-stack means with CIs"}),
         ),
         svg="results/plots/effects.svg",
     log:

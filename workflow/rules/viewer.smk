@@ -5,6 +5,8 @@ rule build_viewer:
         runs=get_run_outputs(),
         judged=get_judged_outputs(),
         values=get_values_outputs(),
+        # the judge gate's verdict, shown on every page
+        judge_validity="results/stats/judge_validity.parquet",
     output:
         # not a report() item: a directory with an htmlindex makes Snakemake refuse a
         # single-file report (.html); workflow.rst links to it instead

@@ -1,4 +1,5 @@
-"""Bridge: per-run and per-stack metrics, paper Eqs. 1-5 and 8 (see mastif.metrics)."""
+"""Bridge: per-run and per-stack metrics, paper Eqs. 1-5 and 8 (see mastif.metrics), and the
+stacks whose final answers cannot be told apart (mastif.answers)."""
 
 from mastif.logsetup import log_to
 
@@ -6,6 +7,7 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
+from mastif.answers import answer_columns, answer_groups
 from mastif.metrics import run_metrics, stack_metrics
 
 runs = pl.concat([pl.read_parquet(p) for p in snakemake.input.runs], how="vertical")
@@ -13,4 +15,5 @@ judged = pl.concat([pl.read_parquet(p) for p in snakemake.input.judged], how="ve
 values = pl.concat([pl.read_parquet(p) for p in snakemake.input.values], how="vertical")
 per_run = run_metrics(runs, judged, values, prices=snakemake.params.prices)
 per_run.write_parquet(snakemake.output.runs)
-stack_metrics(per_run).write_parquet(snakemake.output.stacks)
+stack_metrics(per_run, answers=answer_columns(runs)).write_parquet(snakemake.output.stacks)
+answer_groups(runs).write_csv(snakemake.output.identical_answers)

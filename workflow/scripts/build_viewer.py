@@ -1,4 +1,5 @@
-"""Bridge: the trace viewer, a static site of every run (mastif.viewer, docs/viewer.md)."""
+"""Bridge: the trace viewer, a static site of every run (mastif.viewer, docs/viewer.md), with
+the judge gate's verdict on every page."""
 
 from mastif.logsetup import log_to
 
@@ -14,4 +15,5 @@ build_site(
     judged=list(snakemake.input.judged),
     values=list(snakemake.input.values),
     title=snakemake.params.title,
+    judge_validity=snakemake.input.judge_validity,
 )

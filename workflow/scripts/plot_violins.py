@@ -1,4 +1,5 @@
-"""Bridge: violin plot of one metric by factor with Dunn stars (mastif.plots)."""
+"""Bridge: violin plot of one metric by factor with Dunn stars from stats.min_n
+independent tasks on (mastif.plots)."""
 
 from mastif.logsetup import log_to
 
@@ -16,4 +17,5 @@ plot_violins(
     snakemake.wildcards.metric,
     Path(snakemake.output.png).with_suffix(""),
     alpha=snakemake.params.alpha,
+    min_n=snakemake.params.min_n,
 )

@@ -1,4 +1,5 @@
-"""Bridge: the paper's Tables 2-6 and the protocol-cost Table 7 as Markdown and CSV (mastif.report)."""
+"""Bridge: the paper's Tables 2-6, the protocol-cost Table 7, the mixed models' joint tests and
+the statistics tables as Markdown and CSV (mastif.report, mastif.report_inference)."""
 
 from mastif.logsetup import log_to
 
@@ -8,7 +9,9 @@ from pathlib import Path
 
 import polars as pl
 
+from mastif.inference import independent_tasks
 from mastif.report import paper_tables, power_table, run_versions, versions_table, write_tables
+from mastif.report_inference import inference_notes, mixed_joint_table
 from mastif.stats_tables import (
     effects_table,
     judge_gate,
@@ -17,14 +20,24 @@ from mastif.stats_tables import (
     with_judge_gate,
 )
 
-tables = paper_tables(
+# the independent unit: tasks, not runs (below stats.min_n of them no p-value, star or best)
+n_tasks = independent_tasks(pl.scan_parquet(snakemake.input.runs).select("task_id").collect())
+min_n = snakemake.params.min_n
+# the mixed models' joint test per factor first: the report leads with them
+tables = {
+    "mixed_joint": mixed_joint_table(
+        pl.read_parquet(snakemake.input.joint), n_tasks=n_tasks, min_n=min_n
+    )
+}
+tables |= paper_tables(
     pl.read_parquet(snakemake.input.stacks),
     pl.read_parquet(snakemake.input.tests),
     pl.read_parquet(snakemake.input.groups),
     alpha=snakemake.params.alpha,
+    n_tasks=n_tasks,
+    min_n=min_n,
 )
 tables["versions"] = versions_table(run_versions(snakemake.input.runs))
-n_tasks = pl.scan_parquet(snakemake.input.runs).select("task_id").unique().collect().height
 tables["power"] = power_table(n_tasks, alpha=snakemake.params.alpha)
 validity = pl.read_parquet(snakemake.input.judge_validity)
 tables["table2_task_completion"] = with_judge_gate(tables["table2_task_completion"], validity)
@@ -33,9 +46,15 @@ tables["repeats"] = repeats_table(pl.read_parquet(snakemake.input.repeats))
 tables["judge_validity"] = judge_validity_table(validity)
 tables["judge_panel"] = pl.read_parquet(snakemake.input.judge_panel)
 _, warning = judge_gate(validity)
+# the lines in bold above a caption: too few tasks for a p-value or an interval, the gate
+warnings: dict[str, list[str]] = {
+    name: [note] for name, note in inference_notes(n_tasks, min_n).items()
+}
+if warning:
+    warnings.setdefault("table2_task_completion", []).append(warning)
 write_tables(
     tables,
     Path(snakemake.output.markdown[0]).parent,
-    warnings={"table2_task_completion": warning} if warning else None,
+    warnings=warnings,
     alpha=snakemake.params.alpha,
 )

@@ -141,6 +141,15 @@ def grid_index(
     }
 
 
+def judge_gate(validity: pl.DataFrame | None) -> dict[str, Any]:
+    """The judge gate's verdict (:func:`mastif.inference.gate_verdict`) for the page's
+    banner: ``{"validated": bool, "text": str}``; not validated without a validity table."""
+    from mastif.inference import gate_verdict
+
+    verdict = gate_verdict(validity if validity is not None else pl.DataFrame())
+    return {"validated": verdict.validated, "text": verdict.text}
+
+
 def _column(frame: pl.DataFrame, name: str) -> list[Any]:
     """A column as a list; all None when the frame lacks it (an older table)."""
     if name not in frame.columns:

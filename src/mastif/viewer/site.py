@@ -26,7 +26,7 @@ from typing import Any
 
 import polars as pl
 
-from mastif.viewer.export import grid_index, run_detail
+from mastif.viewer.export import grid_index, judge_gate, run_detail
 
 log = logging.getLogger(__name__)
 
@@ -82,12 +82,16 @@ def build_site(
     judged: Sequence[Path | str],
     values: Sequence[Path | str],
     title: str | None = None,
+    judge_validity: Path | str | None = None,
 ) -> SiteSummary:
     """Write the viewer of an experiment's results into ``out_dir`` (see the module doc).
 
     ``metrics_runs`` (results/metrics/runs.parquet) gives the grid; ``runs``, ``judged``
     and ``values`` are every stack's tables, read one runs file at a time so memory holds
     one stack's traces. Data files from an earlier build are removed first.
+    ``judge_validity`` (results/stats/judge_validity.parquet) gives the judge gate's verdict
+    the page shows above the grid and every run (``grid["judge_gate"]``); without it the
+    verdict is "not validated: no judge-validity result".
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -104,6 +108,8 @@ def build_site(
         metrics = metrics.join(texts_by_task, on="task_id", how="left")
     grid = grid_index(metrics, task_table, title=title)
     grid["runs_per_dir"] = RUNS_PER_DIR
+    validity = pl.read_parquet(judge_validity) if judge_validity is not None else None
+    grid["judge_gate"] = judge_gate(validity)
     (out / GRID_FILE).write_text(jsonp("grid", grid), encoding="utf-8")
 
     # the grid's run n is metrics row n

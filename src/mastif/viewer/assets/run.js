@@ -142,7 +142,10 @@
         j.judge_panel.map((p) => "<tr><td>" + fmt(p.judge_model) + "</td><td>" + fmt(p.repeat) + "</td><td>" + fmt(p.status) + "</td><td>" +
           fmt(p.TU) + "</td><td>" + fmt(p.TA) + "</td><td>" + fmt(p.TCR) + "</td></tr>").join("") + "</tbody></table>"
       : "";
+    const gate = mastif.grid.judge_gate;
+    const gateLine = '<p class="gate-note">judge gate: ' + esc(gate ? gate.text : "no judge-validity result") + "</p>";
     return section("Judge",
+      gateLine +
       kv([["status", j.judge_status], ["judge", j.judge_model], ["attempts", j.judge_attempts], ["texts clipped", j.judge_n_clipped], ["error", j.judge_error]]) +
         score("TU") + score("TA") + score("TCR") + panel +
         '<details class="raw"><summary>raw reply</summary>' + text(j.judge_raw_reply) + "</details>");

@@ -87,12 +87,24 @@ function route() {
   showGrid();
 }
 
+// The judge gate's verdict above every page: the judge's TU, TA and TCR (colours, sorting,
+// the run page's scores) mean what they say only when it reads "validated".
+function showGate(gate) {
+  const el = document.getElementById("gate");
+  const known = gate && typeof gate.text === "string";
+  el.textContent = known ? gate.text : "judge NOT validated: no judge-validity result in this viewer";
+  el.className = "gate " + (known && gate.validated === true ? "gate-ok" : "gate-warn");
+  el.dataset.validated = known && gate.validated === true ? "1" : "0";
+  el.hidden = false;
+}
+
 mastif.start = function () {
   mastif
     .load("grid", "data/grid.js")
     .then(function (grid) {
       mastif.grid = grid;
       document.getElementById("title").textContent = grid.title || "";
+      showGate(grid.judge_gate);
       window.addEventListener("hashchange", route);
       route();
       mastif.stats.readyMs = performance.now();
