@@ -3,15 +3,18 @@
 The response cache, the Mind2Web extract cache and the log importer all write files that a
 concurrent reader (another job) or a later run trusts as complete: each is written beside
 its target and renamed over it, so a killed writer leaves no half file. Append-only JSONL
-files (run checkpoints, the budget ledger) are appended with :func:`append_lines`.
+files (run checkpoints, the judging checkpoint, the budget ledger) are appended with
+:func:`append_lines` and read with :func:`read_json_lines`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
@@ -41,3 +44,28 @@ def append_lines(path: Path, data: bytes) -> None:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def read_json_lines(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """The JSON objects of an append-only JSONL file, one per whole line, and how many
+    non-blank lines were not one (a line being written now, or torn by a kill; a line that
+    is not UTF-8 or not an object). A missing file has none: ``([], 0)``."""
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return [], 0
+    records: list[dict[str, Any]] = []
+    unreadable = 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            unreadable += 1
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+        else:
+            unreadable += 1
+    return records, unreadable

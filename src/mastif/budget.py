@@ -41,7 +41,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from mastif.atomic import append_lines
+from mastif.atomic import append_lines, read_json_lines
 from mastif.config import ExperimentConfig, ModelPrice, Stack
 from mastif.tasks import Task
 from mastif.trace import RunTrace
@@ -158,17 +158,11 @@ class Ledger:
         """The ledger's state; needs no lock (a half-written last line is skipped)."""
         now = time.time() if now is None else now
         state = LedgerState()
-        try:
-            text = self.path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            return state
-        for line in text.splitlines():
-            record = _parse(line)
-            if record is not None:
-                try:
-                    _fold(state, record)
-                except (KeyError, TypeError, ValueError):
-                    continue  # not a line this version wrote: skipped, like a torn one
+        for record in read_json_lines(self.path)[0]:  # a torn last line is skipped
+            try:
+                _fold(state, record)
+            except (KeyError, TypeError, ValueError):
+                continue  # not a line this version wrote: skipped, like a torn one
         state.reserved = {k: v for k, v in state.reserved.items() if v[1] > now}
         return state
 
@@ -241,17 +235,6 @@ def _fold(state: LedgerState, record: dict[str, Any]) -> None:
 def _usd_field(record: dict[str, Any]) -> float | None:
     usd = record.get("usd")
     return None if usd is None else float(usd)
-
-
-def _parse(line: str) -> dict[str, Any] | None:
-    line = line.strip()
-    if not line:
-        return None
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError:
-        return None  # a torn last line of a killed job
-    return record if isinstance(record, dict) else None
 
 
 def refusal_of(

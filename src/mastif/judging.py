@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from mastif.atomic import append_lines
+from mastif.atomic import append_lines, read_json_lines
 from mastif.budget import (
     BudgetGate,
     BudgetReached,
@@ -109,14 +109,11 @@ class JudgeCheckpoint:
         """(key, fingerprint) -> fields of every whole line (a torn last line is skipped:
         that judgement is made again)."""
         done: dict[tuple[JudgementKey, str], dict[str, Any]] = {}
-        if not self.path.is_file():
-            return done
-        for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines():
+        for record in read_json_lines(self.path)[0]:
             try:
-                record = json.loads(line)
                 key = JudgementKey(record["judge_model"], record["run_id"], int(record["repeat"]))
                 done[key, str(record["fingerprint"])] = dict(record["fields"])
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            except (KeyError, TypeError, ValueError):
                 continue
         return done
 

@@ -29,7 +29,7 @@ import httpx
 import openai
 from tqdm import tqdm
 
-from mastif.atomic import append_lines
+from mastif.atomic import append_lines, read_json_lines
 from mastif.budget import BudgetGate, BudgetReached, run_bounds
 from mastif.config import ExperimentConfig, Stack
 from mastif.frameworks import FrameworkAdapter, RunContext, RunRecorder, get_framework
@@ -148,16 +148,13 @@ class Checkpoint:
         if not self.path.parent.is_dir():
             return done
         for path in sorted(self.path.parent.glob("*.jsonl")):
-            with path.open() as fh:
-                for line in fh:
-                    line = line.strip()
-                    if not line:
-                        continue
-                    try:
-                        trace = RunTrace.from_json(line)
-                    except (json.JSONDecodeError, TypeError, KeyError, ValueError):
-                        continue  # a torn last line from a kill mid-write: that run is redone
-                    done[trace.run_id] = trace
+            # a torn last line from a kill mid-write is skipped: that run is redone
+            for record in read_json_lines(path)[0]:
+                try:
+                    trace = RunTrace.from_record(record)
+                except (TypeError, KeyError, ValueError, AttributeError):
+                    continue  # not a run this version wrote: redone
+                done[trace.run_id] = trace
         return done
 
     def append(self, trace: RunTrace) -> None:

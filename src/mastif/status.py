@@ -18,7 +18,6 @@ from another node of a cluster's shared filesystem) and needs no lock:
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from mastif.atomic import read_json_lines
 from mastif.budget import LEDGER, BudgetLimit, Ledger, LedgerState, format_usd, usd_of
 from mastif.config import ExperimentConfig, ModelPrice, Stack
 
@@ -132,17 +132,12 @@ def read_checkpoint(path: Path) -> tuple[list[FinishedRun], int]:
     """The runs of a checkpoint file and how many of its lines could not be read (a line
     being written now, or torn by a kill)."""
     runs: list[FinishedRun] = []
-    skipped = 0
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:  # the job finished and removed it since the listing
-        return runs, 0
-    for line in text.splitlines():
-        if not line.strip():
-            continue
+    # a missing file: the job finished and removed it since the listing
+    records, skipped = read_json_lines(path)
+    for record in records:
         try:
-            runs.append(FinishedRun.from_row(json.loads(line)))
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+            runs.append(FinishedRun.from_row(record))
+        except (KeyError, TypeError, ValueError, AttributeError):
             skipped += 1
     return runs, skipped
 

@@ -193,7 +193,12 @@ class RunTrace:
 
     @classmethod
     def from_json(cls, text: str) -> RunTrace:
-        row = json.loads(text)
+        return cls.from_record(json.loads(text))
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> RunTrace:
+        """The trace of one checkpoint line, already parsed (``mastif.atomic.read_json_lines``)."""
+        row = dict(record)
         row["started_at"] = datetime.fromisoformat(row["started_at"]) if row["started_at"] else None
         row["node_outputs"] = [NodeOutput(**n) for n in row["node_outputs"]]
         row["tool_calls"] = [ToolCall(**t) for t in row["tool_calls"]]
