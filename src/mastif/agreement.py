@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-STACK_KEYS: tuple[str, str, str] = ("model", "protocol", "framework")
+from mastif.factors import STACK_KEYS
 
 #: what every table, note and page says of a judge-vs-check agreement whose runs have one
 #: class only (the same label from check and judge throughout: κ undefined, accuracy 1 by

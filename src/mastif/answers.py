@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import polars as pl
 
-STACK_KEYS: tuple[str, str, str] = ("model", "protocol", "framework")
+from mastif.factors import STACK_KEYS
 
 ANSWER_COLUMNS_SCHEMA: dict[str, pl.DataType] = {
     "model": pl.String(),

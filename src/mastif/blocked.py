@@ -49,11 +49,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from mastif.factors import FACTORS
 from mastif.inference import small_sample_reason
 from mastif.stats import adjust_family, metric_runs
 
 METRICS: tuple[str, ...] = ("TCR", "TU", "TA", "CT", "V", "TUSR", "IVS", "success")
-FACTORS: tuple[str, ...] = ("model", "protocol", "framework")
 BINARY: frozenset[str] = frozenset({"success"})
 #: the experiment's blocks: every stack runs every task and repeat
 BLOCK: tuple[str, ...] = ("task_id", "repeat")

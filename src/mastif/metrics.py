@@ -23,10 +23,9 @@ from mastif.agreement import JUDGE_SUCCESS_MIN_TCR as JUDGE_SUCCESS_MIN_TCR
 from mastif.agreement import ONE_CLASS_ONLY as ONE_CLASS_ONLY
 from mastif.agreement import judge_agreement as judge_agreement
 from mastif.agreement import judge_success, stack_agreement
+from mastif.factors import STACK_KEYS
 from mastif.trace import COMPLETED
 from mastif.values import SENSITIVITY
-
-STACK_KEYS: tuple[str, str, str] = ("model", "protocol", "framework")
 
 #: CT decomposed (mastif's, not in the seed paper; :mod:`mastif.timing`): per run the
 #: run's parts of wall_seconds, per stack their means over runs of every status (like CT's

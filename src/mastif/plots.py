@@ -27,10 +27,10 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
+from mastif.factors import FACTORS
 from mastif.inference import independent_tasks, small_sample_reason
 from mastif.stats import metric_runs, significance_stars
 
-FACTORS: tuple[str, ...] = ("model", "protocol", "framework")
 #: the default significance level; the figures take the config's ``stats.alpha``
 ALPHA = 0.05
 #: fewest values a group needs for a violin: a kernel density of fewer points draws a shape

@@ -28,10 +28,9 @@ from matplotlib.figure import Figure
 from matplotlib.transforms import blended_transform_factory
 
 from mastif.bootstrap import EFFECT_METRICS
+from mastif.factors import STACK_KEYS as STACK_COLUMNS
 from mastif.inference import MIN_TASKS_FOR_CI
 from mastif.plots import _marker_key, _no_data, save_figure, stack_label
-
-STACK_COLUMNS: tuple[str, ...] = ("model", "protocol", "framework")
 
 #: x-axis label (with unit) and whether the metric is a 0–1 score or rate
 AXES: dict[str, tuple[str, bool]] = {

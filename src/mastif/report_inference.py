@@ -21,9 +21,9 @@ from typing import Any
 
 import polars as pl
 
+from mastif.factors import FACTORS
 from mastif.inference import MIN_TASKS_FOR_CI, small_sample_reason
 
-FACTORS: tuple[str, ...] = ("model", "protocol", "framework")
 #: the default significance level; the tables take the config's ``stats.alpha``
 ALPHA = 0.05
 DASH = "—"

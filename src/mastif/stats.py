@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from mastif.factors import FACTORS
 from mastif.inference import independent_tasks, small_sample_reason
 from mastif.trace import COMPLETED
 
@@ -39,7 +40,6 @@ from mastif.trace import COMPLETED
 # figure job imports this module, for significance_stars only
 
 METRICS: tuple[str, ...] = ("TCR", "TU", "TA", "CT", "V", "TUSR", "IVS")
-FACTORS: tuple[str, ...] = ("model", "protocol", "framework")
 
 #: the independent unit: runs repeating a task, and the stacks' runs of it, are not
 TASK = "task_id"

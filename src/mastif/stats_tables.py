@@ -21,9 +21,9 @@ from typing import Any
 
 import polars as pl
 
+from mastif.factors import STACK_KEYS
 from mastif.inference import MIN_TASKS_FOR_CI
 
-STACK_KEYS = ("model", "protocol", "framework")
 #: metrics of the effects table, in the order of the paper's tables
 EFFECT_METRICS = ("TCR", "success", "CT", "V", "TUSR", "SVS")
 

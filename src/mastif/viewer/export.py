@@ -20,7 +20,7 @@ from typing import Any
 
 import polars as pl
 
-STACK_KEYS = ("model", "protocol", "framework")
+from mastif.factors import STACK_KEYS
 
 #: metrics of ``results/metrics/runs.parquet`` the grid can colour and sort by, with how the
 #: page scales them: "bool" (true/false), "score" (0..1, higher is better), "amount" (a
