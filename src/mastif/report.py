@@ -15,7 +15,8 @@ rendering is driven by column names, so every table shares one formatter:
 The tables that draw inferences (Table 6, the tests, the mixed models' joint tests; their
 p-value and small-sample rules) are built in :mod:`mastif.report_inference`.
 
-This module does not import ``mastif.metrics``/``mastif.stats``: it only reads their tables.
+This module only reads the metrics and stats tables; of their writers it imports only the
+joint tests' schema (through :mod:`mastif.report_inference`).
 The versions table (:func:`versions_table`) is read from the runs files' provenance columns.
 """
 

@@ -10,7 +10,8 @@ caption says why (:func:`inference_notes`). The number of tasks is the caller's
 (:func:`mastif.inference.independent_tasks` of the runs); ``n_tasks=None`` means the
 caller has none to give, and only the tables' own null p's hold a test back.
 
-This module reads the stats tables; it imports nothing of the stages that write them.
+This module reads the stats tables; of the stages that write them it imports only the
+joint table's schema (:data:`mastif.mixed_joint.MIXED_JOINT_SCHEMA`, its one definition).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import polars as pl
 
 from mastif.factors import FACTORS
 from mastif.inference import MIN_TASKS_FOR_CI, small_sample_reason
+from mastif.mixed_joint import MIXED_JOINT_SCHEMA
 
 #: the default significance level; the tables take the config's ``stats.alpha``
 ALPHA = 0.05
@@ -267,17 +269,6 @@ def kruskal_summary(
 # ---------------------------------------------------------------------------------------------
 # The mixed models' joint tests (results/stats/mixed_joint.parquet)
 
-MIXED_JOINT_SCHEMA: dict[str, pl.DataType] = {
-    "metric": pl.String(),
-    "term": pl.String(),
-    "test": pl.String(),
-    "df": pl.Int64(),
-    "statistic": pl.Float64(),
-    "p_value": pl.Float64(),
-    "p_adjusted": pl.Float64(),
-    "n_tasks": pl.Int64(),
-    "note": pl.String(),
-}
 MIXED_METRIC_ORDER: tuple[str, ...] = ("success", "TCR", "TU", "TA", "CT", "V")
 
 
