@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from mastif.metrics import JUDGE_FAILED, STACK_KEYS, pareto_front
+from mastif.metrics import STACK_KEYS, judge_failed, pareto_front
 from mastif.stats import COMPLETED_ONLY
 from mastif.trace import COMPLETED
 
@@ -132,7 +132,7 @@ def metric_where(metric: str) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
     if col in COMPLETED_ONLY:
         where &= pl.col("status") == COMPLETED
     if col == "TCR":  # Eq. 1: the judged runs (a failed judge's row has no mark anyway)
-        where &= pl.col("judge_status").fill_null("") != JUDGE_FAILED
+        where &= ~judge_failed()
     if col == "IVS":  # SVS, Eq. 8: the runs with a final answer, as stack_metrics
         where &= pl.col("has_final_answer").fill_null(False)
     return where, pl.col(col), pl.lit(1.0)
@@ -152,18 +152,11 @@ def _finite(x: float) -> float | None:
     return float(x) if np.isfinite(x) else None
 
 
-def judge_failed_run() -> pl.Expr:
-    """Per run: its judgement failed (its TU/TA/TCR are unknown)."""
-    return pl.col("judge_status").fill_null("") == JUDGE_FAILED
-
-
 def _pareto_shares(grid: Grid, counts: np.ndarray, sums: dict[str, np.ndarray]) -> np.ndarray:
     """Per stack: share of resamples in which it is on the Pareto front."""
     est = {m: _ratio(counts @ sums[m][0], counts @ sums[m][1]) for m in ("TCR", "CT", "V")}
     # not eligible: a timed-out or errored run, or a failed judgement (TCR unknown)
-    failed = grid.sums(
-        (pl.col("status") != COMPLETED) | judge_failed_run(), pl.lit(1.0), pl.lit(0.0)
-    )
+    failed = grid.sums((pl.col("status") != COMPLETED) | judge_failed(), pl.lit(1.0), pl.lit(0.0))
     n_failed = counts @ failed[2]
     on_front = np.zeros(grid.stacks.height)
     for b in range(counts.shape[0]):
@@ -199,7 +192,7 @@ def bootstrap_effects(
     sums = {m: metric_sums(grid, m) for m in {*metrics, "TCR", "CT", "V"}}
     # per (task, stack): failed judgements. A stack with one has an unknown TCR (as in
     # stack_metrics): no mean, no interval
-    n_judge_failed = grid.sums(judge_failed_run(), pl.lit(0.0), pl.lit(0.0))[2].sum(0)
+    n_judge_failed = grid.sums(judge_failed(), pl.lit(0.0), pl.lit(0.0))[2].sum(0)
     rows = []
     for metric in metrics:
         num, den, nval = sums[metric]

@@ -159,10 +159,15 @@ def tcr(col: str = "TCR") -> pl.Expr:
     return judge_mean(col)
 
 
+def judge_failed(judge_status: str = "judge_status") -> pl.Expr:
+    """Per run: its judgement failed (:data:`JUDGE_FAILED`), so its TU/TA/TCR are unknown."""
+    return pl.col(judge_status).fill_null("") == JUDGE_FAILED
+
+
 def judge_mean(col: str, judge_status: str = "judge_status") -> pl.Expr:
     """Mean of a judge score (TU, TA, TCR) over the group's runs; null when any run's
-    judgement failed (:data:`JUDGE_FAILED`: its score is unknown, so is the mean)."""
-    known = (pl.col(judge_status) == JUDGE_FAILED).sum() == 0
+    judgement failed (:func:`judge_failed`: its score is unknown, so is the mean)."""
+    known = judge_failed(judge_status).sum() == 0
     return pl.when(known).then(pl.col(col).mean())
 
 
