@@ -1,6 +1,6 @@
 """Coverage of mastif's task-bootstrap percentile interval, by number of tasks (issue 38).
 
-mastif's per-stack intervals (:mod:`mastif.bootstrap`, ``results/stats/effects.parquet``) are
+mastif's per-stack intervals (:mod:`mastif.analysis.bootstrap`, ``results/stats/effects.parquet``) are
 percentile intervals over task-cluster resamples: a resample draws ``n_tasks`` tasks with
 replacement and a drawn task brings every stack's runs of it (all repeats). This bench
 simulates experiments of that shape and counts how often the nominal ``--confidence``
@@ -15,7 +15,7 @@ judge score (TCR) is the paper's 5 anchors: task level ~ N(3, 1) + stack shift (
 -0.2, ...) + N(0, 1) noise per run, rounded and clipped to 1..5, mapped to 0..1. The true
 values are the population means, computed once by Monte Carlo over 2,000,000 tasks.
 
-The interval is computed with mastif.bootstrap's own pieces (task_resamples,
+The interval is computed with mastif.analysis.bootstrap's own pieces (task_resamples,
 resample_counts, quantile_bounds: the same resample index and percentile bounds as
 bootstrap_effects), ``--resamples`` resamples per experiment.
 
@@ -23,7 +23,7 @@ Printed: per n_tasks, the coverage of each metric (pooled over stacks) with its 
 standard error, the mean interval width, and at the end the criterion's answer: the
 smallest n_tasks of the grid from which every larger n of the grid has coverage of every
 metric at least nominal - ``--tolerance`` (default 0.03). That number is
-mastif.inference.MIN_TASKS_FOR_CI.
+mastif.analysis.inference.MIN_TASKS_FOR_CI.
 
     .venv/bin/python bench/ci_coverage.py [--experiments 1000] [--resamples 2000]
         [--tasks 2,3,5,8,10,15,20,30] [--repeats 1] [--seed 38]
@@ -37,7 +37,7 @@ import time
 import numpy as np
 from scipy.special import expit
 
-from mastif.bootstrap import quantile_bounds, resample_counts, task_resamples
+from mastif.analysis.bootstrap import quantile_bounds, resample_counts, task_resamples
 
 TASK_GRID = (2, 3, 5, 8, 10, 15, 20, 30)
 METRICS = ("success", "TCR")

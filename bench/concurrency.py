@@ -33,9 +33,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from mastif.config import parse_config
+from mastif.execution.experiment import parse_config
+from mastif.execution.runner import execute_stack
 from mastif.providers.local import free_port
-from mastif.runner import execute_stack
 from mastif.tasks import load_tasks
 
 REPO = Path(__file__).resolve().parents[1]

@@ -3,7 +3,7 @@
 A stack's CT (paper Eq. 2) must not depend on what the scheduler ran beside it. This script
 reads the stack's runs from a finished pipeline run (``<directory>/results/runs/...``), runs
 the same stack on the same sampled tasks (``results/tasks.parquet``) again, alone, in this
-process (mastif.runner.execute_stack, what the ``execute_stack`` job runs; no response
+process (mastif.execution.runner.execute_stack, what the ``execute_stack`` job runs; no response
 cache, so every call reaches the model), and prints both CTs, per task and as means, their
 ratio, and each mean's decomposition (model / queue / tools / protocol / harness).
 
@@ -40,8 +40,9 @@ from typing import Any
 import polars as pl
 import yaml
 
-from mastif.config import Stack, parse_config
-from mastif.runner import execute_stack
+from mastif.core.config import Stack
+from mastif.execution.experiment import parse_config
+from mastif.execution.runner import execute_stack
 from mastif.tasks import tasks_from_frame
 
 #: what Snakemake sets for a script job with ``threads: 1`` (execute_stack's): the thread

@@ -49,7 +49,7 @@ def snakemake_jobs(log: Path) -> list[dict[str, Any]]:
 
 
 def script_start(log: Path) -> datetime | None:
-    """The first timestamp a job's script wrote to its log (mastif.logsetup's format)."""
+    """The first timestamp a job's script wrote to its log (mastif.core.logsetup's format)."""
     return next(iter(log_stamps(log)), None)
 
 

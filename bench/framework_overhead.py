@@ -115,8 +115,8 @@ def run_one(
     framework: str, n_tasks: int, latency: float, workdir: Path, protocol: str = "standard"
 ) -> dict[str, Any]:
     """In this (fresh) process: one framework's stack on ``n_tasks`` sandbox tasks."""
-    from mastif.config import parse_config
-    from mastif.runner import execute_stack
+    from mastif.execution.experiment import parse_config
+    from mastif.execution.runner import execute_stack
     from mastif.tasks import load_tasks
 
     script = workdir / "stub.yaml"

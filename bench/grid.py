@@ -1,6 +1,6 @@
 """A paper-shaped grid through Snakemake against a loopback multi-model endpoint: wall time,
 runs per minute, requests in flight, CPU, memory, no lost or duplicated rows, and the
-projected wall time of the paper's 10,800 runs on a bigger node (mastif.projection).
+projected wall time of the paper's 10,800 runs on a bigger node (mastif.execution.projection).
 
 The endpoint (a process of its own, one uvicorn server) speaks OpenAI's chat completions
 for every model name; the name picks the behaviour:
@@ -12,7 +12,7 @@ for every model name; the name picks the behaviour:
 * real tool calls some of the time: ``tool_calls`` naming a tool the request offers, with
   JSON arguments that satisfy its parameter schema (required properties filled by type);
 * the judge answers a valid judgement: JSON of the request's ``response_format`` schema
-  (mastif.judge.judgement_schema), scores from the enum, rationales within their lengths;
+  (mastif.evaluation.judge.judgement_schema), scores from the enum, rationales within their lengths;
 * latency lognormal with mean ``--latency`` s (sigma ``--sigma``), drawn from the request's
   hash (seeded);
 * bursts of 429 with ``Retry-After: 1``: after every ``--burst-every`` requests (counted
@@ -69,7 +69,7 @@ from grid_measure import (  # noqa: E402
     tag_probe,
 )
 
-from mastif.projection import (  # noqa: E402
+from mastif.execution.projection import (  # noqa: E402
     CORES,
     JobCosts,
     Node,
@@ -314,8 +314,8 @@ def _head(repo: Path) -> str:
 def _parallel_judging(repo: Path) -> bool:
     """Whether the checkout judges a stack's runs concurrently (issue 23)."""
     text = (
-        (repo / "src/mastif/judging.py").read_text()
-        if (repo / "src/mastif/judging.py").exists()
+        (repo / "src/mastif/execution/judging.py").read_text()
+        if (repo / "src/mastif/execution/judging.py").exists()
         else ""
     )
     return "max_connections" in text

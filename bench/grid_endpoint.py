@@ -133,7 +133,7 @@ class Stub:
         message: dict[str, Any] = {"role": "assistant"}
         if model == JUDGE or schema:
             if not schema:
-                from mastif.judge import judgement_schema
+                from mastif.evaluation.judge import judgement_schema
 
                 schema = judgement_schema(body.get("max_tokens"))
             message["content"] = json.dumps(_object(schema, rng))

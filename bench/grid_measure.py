@@ -1,7 +1,7 @@
 """What bench/grid.py measures from a finished grid: Snakemake's log (jobs, rules, resources,
 start and end), the process tree's CPU and memory (sampled), the rows of results/runs and
 results/judged (every run and judgement exactly once), and the per-job quantities the
-projection needs (mastif.projection.JobCosts).
+projection needs (mastif.execution.projection.JobCosts).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 from grid_endpoint import JUDGE
 from snakemake_log import log_stamps, parse_log
 
-from mastif.projection import CORES, JobCosts
+from mastif.execution.projection import CORES, JobCosts
 
 
 class TreeSampler(threading.Thread):
@@ -166,7 +166,7 @@ _PID = re.compile(r"\(pid (\d+)\) logs to")
 
 
 def log_pid(path: Path | None) -> int | None:
-    """The pid a job's script wrote in its log's first line (mastif.logsetup)."""
+    """The pid a job's script wrote in its log's first line (mastif.core.logsetup)."""
     try:
         with path.open(errors="replace") as fh:  # type: ignore[union-attr]
             m = _PID.search(fh.readline())
@@ -189,7 +189,7 @@ def by_pid(
 _TAG_PROBE = """
 import json, sys, time
 import polars as pl
-from mastif import values as v
+from mastif.evaluation import values as v
 if hasattr(v, "load_value_embedder"):  # its default backend (ONNX after issue 23)
     load = lambda: v.load_value_embedder(threads=1)
 else:  # before: sentence-transformers, imported before the job's load line too
@@ -224,7 +224,7 @@ def tag_probe(repo: Path, workdir: Path) -> dict[str, Any] | None:
 
 def measure_costs(workdir: Path, log: dict[str, Any], raw: dict[str, Any],
                   rows: dict[str, Any]) -> tuple[JobCosts, dict[str, Any]]:  # fmt: skip
-    """The projection's per-job quantities from this run (mastif.projection.JobCosts).
+    """The projection's per-job quantities from this run (mastif.execution.projection.JobCosts).
 
     * execute: a job's fixed part (start-up, imports, building the stack, writing) is its
       duration less the span of its runs (first start to last end, from results/runs); harness
@@ -274,7 +274,7 @@ def measure_costs(workdir: Path, log: dict[str, Any], raw: dict[str, Any],
     judge_fixed, judge_windows = [], []
     for j in by_rule["judge_runs"]:
         lp = script_log(j)
-        stamps = log_stamps(lp, "mastif.judging: judge") if lp else []
+        stamps = log_stamps(lp, "mastif.execution.judging: judge") if lp else []
         if stamps:
             first = (stamps[0] - j["start"]).total_seconds() - latency
             judge_fixed.append(max(0.0, first))

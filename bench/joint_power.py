@@ -8,10 +8,10 @@ in the null scenario nothing is planted. Per scenario and number of tasks, ``--e
 (60) seeded experiments; printed per test: the share of experiments with p < alpha (raw)
 and with the family-adjusted p < alpha.
 
-Tests: the joint tests of :mod:`mastif.mixed_joint` (task-level Hotelling T2 on the tasks'
+Tests: the joint tests of :mod:`mastif.analysis.mixed_joint` (task-level Hotelling T2 on the tasks'
 contrasts of the cell means, F(df, n_tasks - df); success as 0/1, CT on the log scale), one
 per factor and interaction, Holm within the metric (a term with df >= n_tasks, the three-way
-one at 10 tasks, has no p: "-"); the blocked omnibus tests of :mod:`mastif.blocked`
+one at 10 tasks, has no p: "-"); the blocked omnibus tests of :mod:`mastif.analysis.blocked`
 (Cochran's Q for success, Friedman for CT), Holm over their table. Every row except
 (success, framework) in the planted scenario is a true null: its rejection rate is a
 false-positive rate (it should stay <= 0.07 at alpha 0.05; with 60 experiments its
@@ -37,8 +37,8 @@ from collections import defaultdict
 import numpy as np
 import polars as pl
 
-from mastif.blocked import blocked_tests
-from mastif.mixed_joint import joint_tests
+from mastif.analysis.blocked import blocked_tests
+from mastif.analysis.mixed_joint import joint_tests
 
 MODELS = ["m1", "m2", "m3"]
 PROTOCOLS = ["a2a", "mcp", "standard"]
@@ -48,7 +48,7 @@ POWER = ("success", "framework")  # (metric, term) of the planted effect
 
 
 def simulate(rng: np.random.Generator, n_tasks: int, effect: float = 0.0) -> pl.DataFrame:
-    """One experiment's runs (the columns mastif.blocked and mastif.mixed read)."""
+    """One experiment's runs (the columns mastif.analysis.blocked and mastif.analysis.mixed read)."""
     task_p = rng.uniform(0.1, 0.9, n_tasks)
     task_ct = rng.lognormal(3.0, 0.6, n_tasks)
     grid = list(itertools.product(range(n_tasks), MODELS, PROTOCOLS, FRAMEWORKS))

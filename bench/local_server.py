@@ -45,11 +45,11 @@ sys.path.insert(0, str(REPO))
 
 from tests.fakes import RecordingProxy  # noqa: E402
 
-from mastif.config import parse_config  # noqa: E402
+from mastif.execution.experiment import parse_config  # noqa: E402
+from mastif.execution.runner import execute_stack  # noqa: E402
 from mastif.providers.forced_choice import ForcedChoice  # noqa: E402
 from mastif.providers.gateway import normalise_request  # noqa: E402
 from mastif.providers.local import LocalServer  # noqa: E402
-from mastif.runner import execute_stack  # noqa: E402
 from mastif.tasks import load_tasks  # noqa: E402
 
 #: the default before issue 20: the bundled Q4_1 file on llama-cpp-python's server
@@ -200,11 +200,11 @@ def judge_with(options: dict[str, Any], traces: list, work: Path) -> dict[str, A
     parsed."""
     import polars as pl
 
-    from mastif.judge import JudgeSettings
-    from mastif.judging import judge_runs
+    from mastif.core.trace import runs_to_table
+    from mastif.evaluation.judge import JudgeSettings
+    from mastif.execution.judging import judge_runs
     from mastif.providers import Gateway, open_endpoint
     from mastif.tasks import tasks_to_frame
-    from mastif.trace import runs_to_table
 
     cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     cfg["models"]["gemma3"]["options"] = options

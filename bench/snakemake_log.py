@@ -1,5 +1,5 @@
 """What the benches read from a finished Snakemake run: its log's jobs and capacities, and the
-timestamps a job's script wrote (mastif.logsetup's format). Shared by bench/default_run_time.py
+timestamps a job's script wrote (mastif.core.logsetup's format). Shared by bench/default_run_time.py
 and bench/grid.py (bench/grid_measure.py).
 """
 
@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from mastif.projection import CORES
+from mastif.execution.projection import CORES
 
 _STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ [\d:]{8} \d{4})\]$")
 _RULE = re.compile(r"^(?:local)?rule (\w+):$")
@@ -64,7 +64,7 @@ def parse_log(log: Path) -> dict[str, Any]:
 
 
 def log_stamps(path: Path, needle: str = "") -> list[datetime]:
-    """Timestamps of a job log's lines (mastif.logsetup's format) that contain ``needle``."""
+    """Timestamps of a job log's lines (mastif.core.logsetup's format) that contain ``needle``."""
     out = []
     try:
         with path.open(errors="replace") as fh:

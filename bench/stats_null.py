@@ -1,4 +1,4 @@
-"""False-positive and detection rates of the blocked tests (mastif.blocked) on simulated data.
+"""False-positive and detection rates of the blocked tests (mastif.analysis.blocked) on simulated data.
 
 Simulates ``--experiments`` experiments of the paper's shape at small scale: one model x 3
 protocols x 4 frameworks, every stack on the same ``--tasks`` tasks (``--repeats`` each).
@@ -13,7 +13,7 @@ factor stays null in both, so its rejection rate is a false-positive rate in bot
 Printed per scenario: for each (metric, factor) omnibus test, the share of experiments with
 raw p < alpha and with the family-adjusted p < alpha; the share with any omnibus row
 rejected after the family adjustment (family-wise error under the null); per-pair rejection
-rates (raw, Holm). With ``--paper`` also the paper's pooled Kruskal-Wallis (mastif.stats)
+rates (raw, Holm). With ``--paper`` also the paper's pooled Kruskal-Wallis (mastif.analysis.stats)
 on the same data, for comparison.
 
     .venv/bin/python bench/stats_null.py [--experiments 200] [--tasks 20] [--alpha 0.05]
@@ -31,8 +31,8 @@ from collections import defaultdict
 import numpy as np
 import polars as pl
 
-from mastif.blocked import blocked_tests
-from mastif.stats import test_factors
+from mastif.analysis.blocked import blocked_tests
+from mastif.analysis.stats import test_factors
 
 PROTOCOLS = ["a2a", "mcp", "standard"]
 FRAMEWORKS = ["crewai", "langchain", "langgraph", "semantic_kernel"]
@@ -48,7 +48,7 @@ def simulate(
     ct_effect: float = 1.0,
     tcr_effect: float = 0.0,
 ) -> pl.DataFrame:
-    """One experiment's runs table (the columns mastif.blocked reads)."""
+    """One experiment's runs table (the columns mastif.analysis.blocked reads)."""
     task_p = rng.uniform(0.1, 0.9, n_tasks)
     task_ct = rng.lognormal(3.0, 0.6, n_tasks)
     task_q = rng.normal(3.0, 1.0, n_tasks)
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace, name: str, effects: dict[str, float]) -> None:
             f"{pair_adj[key] / m:7.3f}"
         )
     if args.paper:
-        print("paper's pooled Kruskal-Wallis (mastif.stats), p < alpha:")
+        print("paper's pooled Kruskal-Wallis (mastif.analysis.stats), p < alpha:")
         for metric, factor in itertools.product(["CT", "TCR"], FACTORS):
             print(f"       {metric:8} {factor:10} {paper[(metric, factor)] / n:6.3f}")
 

@@ -1,8 +1,8 @@
 """Value tagging speed per embedding backend (config ``values.backend``): start-up and sentences/s.
 
 For each backend, a fresh Python process (as a ``tag_values`` job starts) loads the embedder
-(``mastif.values.load_value_embedder``: imports, model, for onnx the cached export) and then
-embeds the sentences ``--rounds`` times in batches as :class:`mastif.values.ValueTagger` does;
+(``mastif.evaluation.values.load_value_embedder``: imports, model, for onnx the cached export) and then
+embeds the sentences ``--rounds`` times in batches as :class:`mastif.evaluation.values.ValueTagger` does;
 printed: the start-up seconds, the best round's sentences/s and the CPU seconds per sentence.
 The sentences are the built-in value corpus's examples plus the default run's agent texts
 when a results directory is given (``--results``, e.g. a finished ``make run``), split into
@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 def sentences(results: Path | None) -> list[str]:
     import polars as pl
 
-    from mastif.values import load_value_corpus, split_sentences
+    from mastif.evaluation.values import load_value_corpus, split_sentences
 
     corpus = load_value_corpus("builtin")
     texts = [s for examples in corpus.examples.values() for s in examples]
@@ -43,7 +43,7 @@ def sentences(results: Path | None) -> list[str]:
 def child(backend: str, threads: int, rounds: int, results: str | None) -> None:
     """One backend in this (fresh) process; prints one JSON line."""
     started = time.perf_counter()
-    from mastif.values import ValueTagger, load_value_corpus, load_value_embedder
+    from mastif.evaluation.values import ValueTagger, load_value_corpus, load_value_embedder
 
     embed = load_value_embedder(backend, threads)
     embed(["warm up"])

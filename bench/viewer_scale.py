@@ -2,7 +2,7 @@
 
 Writes a synthetic results tree of 3 models x 3 protocols x 4 frameworks x 300 tasks (10,800
 runs; tests/viewer_results.py: the workflow's schemas, metrics by mastif's run_metrics),
-builds the viewer (mastif.viewer.build_site), opens it from disk (file://) in headless
+builds the viewer (mastif.reporting.viewer.build_site), opens it from disk (file://) in headless
 Chromium (Playwright, Debian's /usr/bin/chromium) and prints, as the median of ``--loads``
 fresh page loads:
 
@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.viewer_results import write_synthetic_results  # noqa: E402
 
-from mastif.viewer import build_site  # noqa: E402
+from mastif.reporting.viewer import build_site  # noqa: E402
 
 MODELS = ["gpt-4o", "claude-3.5", "llama-3.1-70b"]
 PROTOCOLS = ["standard", "mcp", "a2a"]

@@ -15,8 +15,8 @@ import sys
 import time
 from collections.abc import Callable
 
-from mastif.config import WebOptions
-from mastif.webenv import open_web_environment
+from mastif.core.config import WebOptions
+from mastif.execution.webenv import open_web_environment
 
 OPTIONS = WebOptions(
     allow_private=False,

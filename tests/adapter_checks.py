@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from mastif.config import parse_config
-from mastif.runner import classify_error
+from mastif.execution.experiment import parse_config
+from mastif.execution.runner import classify_error
+from mastif.frameworks.plan import plan_workflow
 from mastif.tasks import load_tasks
 from mastif.tools import get_tools
-from mastif.workflow import plan_workflow
 from tests.fakes import ScriptedChatServer, last_user_text
 from tests.stackrun import run_stack
 

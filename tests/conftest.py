@@ -35,7 +35,7 @@ REAL_MODEL_FIXTURE = "smollm2_server"
 @pytest.fixture(scope="session")
 def smollm2_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """The bundled SmolLM2 on a real llama.cpp server, one for the whole test session."""
-    from mastif.config import parse_config
+    from mastif.execution.experiment import parse_config
     from mastif.providers.local import LocalServer
 
     with (REPO / "config" / "config.yaml").open() as fh:

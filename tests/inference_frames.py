@@ -1,6 +1,6 @@
 """Experiments for the small-sample and adjusted-p rules of issue 38: the runs table of a
 2-task experiment and of a 30-task one with a planted effect, and the stats tables of each
-(mastif.stats's tests, mastif.bootstrap's effects, a mixed_joint table of its schema)."""
+(mastif.analysis.stats's tests, mastif.analysis.bootstrap's effects, a mixed_joint table of its schema)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from mastif.bootstrap import bootstrap_effects
-from mastif.report_inference import MIXED_JOINT_SCHEMA
-from mastif.stats import test_factors
+from mastif.analysis.bootstrap import bootstrap_effects
+from mastif.analysis.stats import test_factors
+from mastif.reporting.report_inference import MIXED_JOINT_SCHEMA
 
 MODELS = ("m1", "m2")
 PROTOCOLS = ("a2a", "mcp", "standard")

@@ -6,10 +6,10 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from mastif.config import parse_config
-from mastif.runner import execute_stack
+from mastif.core.trace import RunTrace
+from mastif.execution.experiment import parse_config
+from mastif.execution.runner import execute_stack
 from mastif.tasks import Task, load_tasks
-from mastif.trace import RunTrace
 from tests.fakes import ScriptedChatServer, opens_interaction_round
 
 REPO = Path(__file__).resolve().parents[1]

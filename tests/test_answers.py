@@ -1,17 +1,17 @@
-"""Stacks told apart by their outputs (mastif.answers): distinct answers and identical groups."""
+"""Stacks told apart by their outputs (mastif.evaluation.answers): distinct answers and identical groups."""
 
 from __future__ import annotations
 
 import polars as pl
 
-from mastif.answers import (
+from mastif.evaluation.answers import (
     ANSWER_COLUMNS_SCHEMA,
     ANSWER_GROUPS_SCHEMA,
     answer_columns,
     answer_groups,
     identical_answers_note,
 )
-from mastif.metrics import STACK_METRICS_SCHEMA, stack_metrics
+from mastif.evaluation.metrics import STACK_METRICS_SCHEMA, stack_metrics
 
 
 def _runs(answers: dict[tuple[str, str, str], list[str | None]]) -> pl.DataFrame:
@@ -91,7 +91,7 @@ def test_same_answers_on_one_task_only_or_one_stack_are_told_apart() -> None:
 
 
 def test_stack_metrics_carry_the_answer_columns_or_null() -> None:
-    from mastif.metrics import run_metrics
+    from mastif.evaluation.metrics import run_metrics
     from tests.test_metrics import JUDGED, VALUES
     from tests.test_metrics import RUNS as METRIC_RUNS
 

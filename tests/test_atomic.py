@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mastif.atomic import append_lines, read_json_lines
+from mastif.core.atomic import append_lines, read_json_lines
 
 
 def test_whole_object_lines_are_read_and_the_rest_counted(tmp_path: Path) -> None:

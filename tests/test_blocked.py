@@ -1,4 +1,4 @@
-"""Blocked tests (mastif.blocked) agree with scipy / statsmodels on synthetic crossed data."""
+"""Blocked tests (mastif.analysis.blocked) agree with scipy / statsmodels on synthetic crossed data."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ from scipy import stats as st
 from statsmodels.stats.contingency_tables import cochrans_q, mcnemar
 from statsmodels.stats.multitest import multipletests
 
-from mastif import blocked
-from mastif.blocked import (
+from mastif.analysis import blocked
+from mastif.analysis.blocked import (
     PAIRS_SCHEMA,
     TESTS_SCHEMA,
     blocked_tests,
     kendalls_w,
     rank_biserial,
 )
-from mastif.inference import small_sample_reason
+from mastif.analysis.inference import small_sample_reason
 
 MODELS = ["m1", "m2"]
 PROTOCOLS = ["a2a", "mcp", "standard"]

@@ -1,4 +1,4 @@
-"""Task-cluster bootstrap of per-stack effects (mastif.bootstrap) against a naive loop."""
+"""Task-cluster bootstrap of per-stack effects (mastif.analysis.bootstrap) against a naive loop."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from mastif.bootstrap import (
+from mastif.analysis.bootstrap import (
     EFFECT_METRICS,
     EFFECTS_SCHEMA,
     bootstrap_effects,

@@ -17,7 +17,9 @@ import polars as pl
 import pytest
 import yaml
 
-from mastif.budget import (
+from mastif.core.config import ConfigError, merge_configs
+from mastif.evaluation.judge import JudgeSettings, judge_view
+from mastif.execution.budget import (
     LEDGER,
     BudgetGate,
     BudgetLimit,
@@ -29,10 +31,9 @@ from mastif.budget import (
     run_bounds,
     run_cost,
 )
-from mastif.config import ConfigError, merge_configs, parse_config
-from mastif.judge import JudgeSettings, judge_view
-from mastif.judging import JudgeBudget, JudgeCheckpoint
-from mastif.runner import Checkpoint, execute_stack
+from mastif.execution.experiment import parse_config
+from mastif.execution.judging import JudgeBudget, JudgeCheckpoint
+from mastif.execution.runner import Checkpoint, execute_stack
 from mastif.tasks import load_tasks, tasks_from_frame
 from tests.fakes import ScriptedChatServer
 

@@ -1,4 +1,4 @@
-"""bench/ci_coverage.py, the simulation behind mastif.inference.MIN_TASKS_FOR_CI."""
+"""bench/ci_coverage.py, the simulation behind mastif.analysis.inference.MIN_TASKS_FOR_CI."""
 
 from __future__ import annotations
 

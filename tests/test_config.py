@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mastif.config import ConfigError, load_config, parse_config
+from mastif.core.config import ConfigError
+from mastif.execution.experiment import load_config, parse_config
 from mastif.frameworks import FRAMEWORKS, PAPER_FRAMEWORKS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -152,7 +153,7 @@ def test_experiment_files_override_the_default(tmp_path):
 
 
 def test_merge_is_nested(tmp_path, base_config):
-    from mastif.config import merge_configs
+    from mastif.core.config import merge_configs
 
     merged = merge_configs(base_config, {"generation": {"max_tokens": 7}, "tools": ["sympy"]})
     assert merged["generation"]["max_tokens"] == 7
@@ -198,7 +199,7 @@ def test_preset_on_a_local_model_or_unknown_preset_is_named(base_config):
 
 
 def test_required_envvars_are_the_keys_of_models_in_use(base_config, monkeypatch):
-    from mastif.config import missing_envvars
+    from mastif.core.config import missing_envvars
 
     base_config["models"]["a"] = {"provider": "openai_compatible", "preset": "hf_router",
                                   "model": "m"}  # fmt: skip
@@ -250,7 +251,7 @@ def test_repeats_and_execution_defaults(base_config):
 def test_stack_job_threads_reach_a_local_server_unless_the_model_sets_them(base_config):
     """An execute_stack job holds the machine (timing_lock): its local server computes with
     the job's threads; a model's own options.n_threads wins; remote models are untouched."""
-    from mastif.config import stack_job_config
+    from mastif.execution.experiment import stack_job_config
 
     def job(model: dict, threads: int | None) -> object:
         return stack_job_config(
@@ -284,8 +285,8 @@ def test_a_local_servers_threads_do_not_change_run_ids(base_config):
     same checkpointed runs; another context size is another run."""
     import copy
 
-    from mastif.runner import run_fingerprint
-    from mastif.workflow import plan_workflow
+    from mastif.execution.runner import run_fingerprint
+    from mastif.frameworks.plan import plan_workflow
 
     def fingerprint(**options):
         cfg = copy.deepcopy(base_config)

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from mastif.config import parse_config
+from mastif.execution.experiment import parse_config
+from mastif.frameworks.plan import plan_workflow, render_prompt
 from mastif.tasks import load_tasks
 from mastif.tools import get_tools
-from mastif.workflow import plan_workflow, render_prompt
 from tests.adapter_checks import (
     check_an_unreachable_endpoint_is_classified_as_such,
     check_required_tool_choice_holds_for_the_first_turn,
@@ -181,7 +181,7 @@ def test_a_crewai_flow_drives_the_loop(tmp_path, fake_model_config, monkeypatch)
     async def no_drive(*args, **kwargs):
         raise AssertionError("drive_workflow must not run the CrewAI workflow")
 
-    monkeypatch.setattr("mastif.workflow.drive_workflow", no_drive)
+    monkeypatch.setattr("mastif.frameworks.plan.drive_workflow", no_drive)
     monkeypatch.setattr("mastif.frameworks.crewai.drive_workflow", no_drive, raising=False)
     flows = []
     kickoff_async = Flow.kickoff_async
@@ -218,8 +218,8 @@ def test_a_crewai_flow_drives_the_loop(tmp_path, fake_model_config, monkeypatch)
 
 
 def _node(name, loop=False, stop_when=None):
-    from mastif.config import NodeSpec
-    from mastif.workflow import PlannedNode
+    from mastif.core.config import NodeSpec
+    from mastif.frameworks.plan import PlannedNode
 
     spec = NodeSpec(name=name, prompt="p.md", output_key=f"{name}_out", loop=loop,
                     use_tools=False, tool_choice="auto", stop_when=stop_when)  # fmt: skip
@@ -241,11 +241,11 @@ def _node(name, loop=False, stop_when=None):
 @pytest.mark.parametrize("stop_at", [None, 1, 2, 4])
 def test_the_flow_visits_nodes_as_drive_workflow_does(before, loop, after, max_steps, stop_at):
     """For any layout and any visit whose output matches stop_when, the Flow visits the same
-    nodes with the same steps as the reference chaining (mastif.workflow.drive_workflow)."""
+    nodes with the same steps as the reference chaining (mastif.frameworks.plan.drive_workflow)."""
     import asyncio
 
     from mastif.frameworks.crewai import build_flow
-    from mastif.workflow import WorkflowPlan, drive_workflow
+    from mastif.frameworks.plan import WorkflowPlan, drive_workflow
 
     plan = WorkflowPlan(
         tuple(_node(n) for n in before),

@@ -90,7 +90,7 @@ def test_dotest_runs_the_whole_dag_and_the_report(pipeline_copy: Path) -> None:
         else:
             assert output.is_file() and output.stat().st_size > 0, row["output_file"]
         assert row["status"] == "ok", row
-        # every rule has a log, and its script really wrote it (mastif.logsetup)
+        # every rule has a log, and its script really wrote it (mastif.core.logsetup)
         logs = [p for p in row["log-file(s)"].split(",") if p and p != "-"]
         assert logs, f"rule {row['rule']} has no log"
         for log in logs:

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 
 from mastif import cli
-from mastif.config import parse_config
-from mastif.estimate import (
+from mastif.execution.estimate import (
     calls_per_visit,
     estimate_experiment,
     format_estimate,
     simulate_run,
     tool_list_json,
 )
+from mastif.execution.experiment import parse_config
 from mastif.tasks import Task
 from mastif.tools import get_tools
 

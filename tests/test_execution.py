@@ -17,10 +17,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from mastif.config import parse_config
-from mastif.runner import Checkpoint, execute_stack
+from mastif.core.trace import gather_runs, runs_to_table
+from mastif.execution.experiment import parse_config
+from mastif.execution.runner import Checkpoint, execute_stack
 from mastif.tasks import load_tasks
-from mastif.trace import gather_runs, runs_to_table
 from tests.fakes import RecordingProxy, ScriptedChatServer
 from tests.faultproxy import FaultProxy
 
@@ -280,7 +280,7 @@ def test_runs_proceed_concurrently_up_to_the_connection_limit(fake_model_config,
 
 
 def test_checkpoint_survives_a_torn_line(tmp_path):
-    from mastif.trace import RunTrace
+    from mastif.core.trace import RunTrace
 
     def trace(i: int) -> RunTrace:
         return RunTrace(f"r{i}", "e", "m", "standard", "langgraph", f"t{i}", "x", "w", "d",

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from mastif.config import ConfigError, validate_config
+from mastif.core.config import ConfigError
+from mastif.execution.experiment import validate_config
 from mastif.frameworks import (
     FRAMEWORKS,
     FrameworkNotFound,
@@ -117,3 +118,26 @@ def test_the_runner_closes_what_a_framework_opened_for_the_run(
         traces = run_stack(cfg, tmp_path, [first, slow], framework="tiny")
     assert [t.status for t in traces] == ["ok", "timeout"]
     assert closed == [t.run_id for t in traces]
+
+
+def test_the_plugin_api_paths_from_before_the_subpackages_still_import():
+    """docs/frameworks.md's plugin API moved into subpackages (issue 39); a plugin written
+    against the old paths (tiny_framework imports ``mastif.workflow``) gets the same module
+    objects as mastif's own adapters, not copies."""
+    import importlib
+
+    from mastif._compat import MOVED_PLUGIN_API
+
+    for old, new in MOVED_PLUGIN_API.items():
+        assert importlib.import_module(old) is importlib.import_module(new)
+        assert importlib.import_module(old).__spec__.name == new
+    from mastif.orchestration import visit_node
+    from mastif.workflow import drive_workflow, render_prompt
+
+    from mastif.frameworks import orchestration, plan
+
+    assert (visit_node, drive_workflow, render_prompt) == (
+        orchestration.visit_node,
+        plan.drive_workflow,
+        plan.render_prompt,
+    )

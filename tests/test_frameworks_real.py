@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from mastif.config import parse_config
+from mastif.execution.experiment import parse_config
+from mastif.execution.runner import execute_stack
 from mastif.frameworks import FRAMEWORKS, PAPER_FRAMEWORKS
 from mastif.protocols import PROTOCOLS
-from mastif.runner import execute_stack
 from mastif.tasks import load_tasks
 from tests.contract_frameworks import wire_tool_name
 from tests.fakes import RecordingProxy

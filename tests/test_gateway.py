@@ -10,10 +10,10 @@ import time
 import httpx
 import pytest
 
+from mastif.core.trace import usage_totals
 from mastif.providers import Endpoint, Gateway
 from mastif.providers.cache import ResponseCache
 from mastif.providers.gateway import AdaptiveLimit, parse_retry_after
-from mastif.trace import usage_totals
 from tests.fakes import ScriptedChatServer
 from tests.faultproxy import FaultProxy
 

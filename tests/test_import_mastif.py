@@ -15,8 +15,12 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from mastif.analysis.stats import test_factors as factor_tests
 from mastif.cli import main
-from mastif.config import ConfigError, Stack, parse_config
+from mastif.core.config import ConfigError, Stack
+from mastif.core.trace import RUN_SCHEMA
+from mastif.evaluation.metrics import run_metrics, stack_metrics
+from mastif.execution.experiment import parse_config
 from mastif.importers import MastifLogError, read_mastif_log, unwrap_envelope, write_imported
 from mastif.importers.mastif_log import (
     classify_error,
@@ -24,11 +28,8 @@ from mastif.importers.mastif_log import (
     model_ids,
     protocol_id,
 )
-from mastif.metrics import run_metrics, stack_metrics
-from mastif.report import paper_tables
-from mastif.stats import test_factors as factor_tests
+from mastif.reporting.report import paper_tables
 from mastif.tasks import TASK_SCHEMA, tasks_from_frame
-from mastif.trace import RUN_SCHEMA
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mastif_logs"
 PARTIAL = FIXTURES / "partial-fixture.json"

@@ -9,8 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from mastif.config import parse_config
-from mastif.judge import (
+from mastif.evaluation.judge import (
     JUDGED_SCHEMA,
     SCORE_ANCHORS,
     JudgeClip,
@@ -22,7 +21,8 @@ from mastif.judge import (
     judgement_schema,
     parse_judgement,
 )
-from mastif.judging import judge_runs
+from mastif.execution.experiment import parse_config
+from mastif.execution.judging import judge_runs
 from mastif.providers import Endpoint, Gateway, open_endpoint
 from mastif.providers.gateway import normalise_request
 from tests.fakes import ScriptedChatServer

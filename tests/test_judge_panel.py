@@ -17,20 +17,21 @@ import pytest
 import yaml
 from sklearn.metrics import cohen_kappa_score
 
-from mastif.config import ConfigError, model_spec, parse_config
-from mastif.judge import (
-    JUDGED_SCHEMA,
-    JudgeSettings,
-    repeat_seed,
-)
-from mastif.judge_panel import (
+from mastif.analysis.judge_panel import (
     JUDGE_PANEL_SCHEMA,
     NEEDS_JUDGES,
     NEEDS_REPEATS,
     judge_panel_agreement,
     ordinal_alpha,
 )
-from mastif.judging import judge_panel_runs, judge_runs
+from mastif.core.config import ConfigError
+from mastif.evaluation.judge import (
+    JUDGED_SCHEMA,
+    JudgeSettings,
+    repeat_seed,
+)
+from mastif.execution.experiment import model_spec, parse_config
+from mastif.execution.judging import judge_panel_runs, judge_runs
 from mastif.providers import Gateway, open_endpoint
 from tests.judge_frames import judgeable_runs
 

@@ -1,4 +1,4 @@
-"""The judge against the programmatic checks (mastif.judge_validity) vs scikit-learn."""
+"""The judge against the programmatic checks (mastif.analysis.judge_validity) vs scikit-learn."""
 
 from __future__ import annotations
 
@@ -7,9 +7,13 @@ import polars as pl
 import pytest
 from sklearn.metrics import accuracy_score, cohen_kappa_score
 
-from mastif.bootstrap import quantile_bounds, task_resamples
-from mastif.judge_validity import JUDGE_VALIDITY_SCHEMA, agreement_from_tables, judge_validity
-from mastif.metrics import judge_agreement
+from mastif.analysis.bootstrap import quantile_bounds, task_resamples
+from mastif.analysis.judge_validity import (
+    JUDGE_VALIDITY_SCHEMA,
+    agreement_from_tables,
+    judge_validity,
+)
+from mastif.evaluation.metrics import judge_agreement
 
 STACKS = [("m1", "standard", "lg"), ("m2", "mcp", "cr")]
 
@@ -144,7 +148,7 @@ def test_one_task_is_insufficient() -> None:
 
 
 def test_the_gate_says_not_assessable_for_one_class_only() -> None:
-    from mastif.judge_validity import gate_table
+    from mastif.analysis.judge_validity import gate_table
 
     # the .test run's case: every check failed and no TCR reached 0.7
     runs = _runs().with_columns(

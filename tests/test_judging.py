@@ -19,7 +19,9 @@ from typing import Any
 import polars as pl
 import pytest
 
-from mastif.budget import (
+from mastif.core.config import ModelPrice, Stack
+from mastif.evaluation.judge import JudgeSettings, judge_view
+from mastif.execution.budget import (
     BudgetGate,
     BudgetLimit,
     BudgetReached,
@@ -27,9 +29,7 @@ from mastif.budget import (
     format_usd,
     judgement_entry,
 )
-from mastif.config import ModelPrice, Stack
-from mastif.judge import JudgeSettings, judge_view
-from mastif.judging import JudgeBudget, JudgeCheckpoint, judge_panel_runs, judge_runs
+from mastif.execution.judging import JudgeBudget, JudgeCheckpoint, judge_panel_runs, judge_runs
 from mastif.providers import Endpoint, Gateway
 from tests.fakes import ScriptedChatServer
 from tests.judge_frames import judgeable_runs
@@ -113,8 +113,8 @@ KILLED_JOB = textwrap.dedent(
 
     import polars as pl
 
-    from mastif.judge import JudgeSettings
-    from mastif.judging import JudgeCheckpoint, judge_runs
+    from mastif.evaluation.judge import JudgeSettings
+    from mastif.execution.judging import JudgeCheckpoint, judge_runs
     from mastif.providers import Endpoint, Gateway
 
     base_url, work, rubric = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])

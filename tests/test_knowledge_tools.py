@@ -28,7 +28,6 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from mastif.sandbox.mimic import PREFIXES, mimic_routes
 from mastif.tasks.model import Task
 from mastif.tools.base import Tool, ToolError
 from mastif.tools.http import HttpFetcher
@@ -44,6 +43,7 @@ from mastif.tools.knowledge import (
     youtube_session,
 )
 from mastif.tools.netpolicy import UrlPolicy
+from mastif.web.mimic import PREFIXES, mimic_routes
 
 REPO = Path(__file__).resolve().parents[1]
 SANDBOX_DATA = REPO / "resources" / "sandbox"
@@ -595,7 +595,7 @@ _ARG = {"QUERY": "query", "VIDEO": "video", "URL": "url"}
 
 
 def test_knowledge_tasks_are_solvable_from_the_mimics(tools: dict[str, Tool]) -> None:
-    from mastif.sandbox.checks import evaluate_check, validate_check
+    from mastif.tasks.checks import evaluate_check, validate_check
 
     path = SANDBOX_DATA / "tasks" / "knowledge.jsonl"
     tasks = [Task.model_validate(json.loads(line)) for line in path.read_text().splitlines()]

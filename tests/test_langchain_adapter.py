@@ -10,8 +10,8 @@ from pathlib import Path
 from langchain_core.tracers.context import collect_runs
 from langgraph.graph.state import CompiledStateGraph
 
-from mastif import workflow
 from mastif.frameworks import langchain as langchain_adapter
+from mastif.frameworks import plan as workflow
 from tests.fakes import ScriptedChatServer, last_user_text
 from tests.stackrun import run_stack
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 import mastif.frameworks.llamaindex as li
-from mastif.config import parse_config
+from mastif.execution.experiment import parse_config
+from mastif.frameworks.plan import plan_workflow, render_prompt
 from mastif.tasks import load_tasks
-from mastif.workflow import plan_workflow, render_prompt
 from tests.adapter_checks import (
     check_required_tool_choice_holds_for_the_first_turn,
     first_interact_turn,
@@ -37,7 +37,7 @@ def test_the_llamaindex_workflow_drives_the_loop(tmp_path, fake_model_config, mo
     def no_drive(*args, **kwargs):
         raise AssertionError("drive_workflow must not run the LlamaIndex stack")
 
-    monkeypatch.setattr("mastif.workflow.drive_workflow", no_drive)
+    monkeypatch.setattr("mastif.frameworks.plan.drive_workflow", no_drive)
     runs, visits = [], []
     original_run, original_visit = li.LinearWorkflow.run, li.LinearWorkflow.visit
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mastif.config import parse_config
+from mastif.execution.experiment import parse_config
 from mastif.providers import Gateway, open_endpoint
 from mastif.providers.gateway import normalise_request
 from mastif.providers.local import LocalServer, ServerStartError, resolve_gguf
@@ -97,9 +97,9 @@ CHILD = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from mastif.config import load_config
+    from mastif.execution.experiment import load_config
     from mastif.providers.local import LocalServer
-    from mastif.runner import exit_cleanly_on_sigterm
+    from mastif.execution.runner import exit_cleanly_on_sigterm
     exit_cleanly_on_sigterm()
     spec = load_config(sys.argv[1]).models["smollm2"]
     with LocalServer(spec, Path(sys.argv[2])) as s:
@@ -312,7 +312,7 @@ def test_missing_llama_server_binary_is_named(base_config, monkeypatch, tmp_path
     ],
 )
 def test_options_of_the_other_server_are_refused(base_config, options, message):
-    from mastif.config import ConfigError
+    from mastif.core.config import ConfigError
 
     with pytest.raises(ConfigError, match=message):
         _spec(base_config, **options)

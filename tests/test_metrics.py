@@ -9,7 +9,8 @@ from typing import Any
 import polars as pl
 import pytest
 
-from mastif.metrics import (
+from mastif.core.trace import LLMCall, RunTrace, ToolCall, runs_to_table
+from mastif.evaluation.metrics import (
     RUN_METRICS_SCHEMA,
     STACK_METRICS_SCHEMA,
     TIME_PARTS,
@@ -26,8 +27,7 @@ from mastif.metrics import (
     tusr,
     verbosity,
 )
-from mastif.trace import LLMCall, RunTrace, ToolCall, runs_to_table
-from mastif.values import SENSITIVITY
+from mastif.evaluation.values import SENSITIVITY
 
 
 def _call(ok: bool, name: str = "search") -> ToolCall:
@@ -460,7 +460,7 @@ def test_equation_functions() -> None:
     ],
 )
 def test_km_median_time_hand_computed(runs: list[tuple[float, str]], median: float | None):
-    from mastif.metrics import km_median_time
+    from mastif.evaluation.metrics import km_median_time
 
     times, statuses = [t for t, _ in runs], [s for _, s in runs]
     assert _close(km_median_time(times, statuses), median)
@@ -636,7 +636,7 @@ def test_pareto_front_nan_and_custom_objectives() -> None:
 
 
 def test_judge_agreement_hand_computed() -> None:
-    from mastif.metrics import judge_agreement
+    from mastif.evaluation.metrics import judge_agreement
 
     # 4 pairs (None rows are skipped): agree 3 of 4; p_o = .75,
     # p_e = P(check T)P(judge T) + P(check F)P(judge F) = .5*.25 + .5*.75 = .5 -> κ = .5
@@ -701,9 +701,10 @@ def test_cost_per_run_and_stack_from_the_price_table() -> None:
 def test_price_is_validated_and_does_not_shape_runs(base_config) -> None:
     import copy
 
-    from mastif.config import ConfigError, parse_config
-    from mastif.runner import run_fingerprint
-    from mastif.workflow import plan_workflow
+    from mastif.core.config import ConfigError
+    from mastif.execution.experiment import parse_config
+    from mastif.execution.runner import run_fingerprint
+    from mastif.frameworks.plan import plan_workflow
 
     priced = copy.deepcopy(base_config)
     priced["models"]["smollm2"]["price"] = {"input_per_mtok": 0.1, "output_per_mtok": 0.2}
@@ -743,8 +744,8 @@ def test_stack_time_parts_sum_to_ct_mean_over_completed_runs() -> None:
 
 
 def test_judge_cost_is_every_judgement_at_its_judges_price_or_null():
-    from mastif.judge import JUDGED_SCHEMA
-    from mastif.metrics import judge_costs
+    from mastif.evaluation.judge import JUDGED_SCHEMA
+    from mastif.evaluation.metrics import judge_costs
 
     def entry(judge, prompt, completion):
         return {"judge_model": judge, "repeat": 0, "status": "ok", "TU": 1.0, "TA": 1.0,

@@ -1,4 +1,4 @@
-"""mastif.mixed: mixed-effects / GEE models on synthetic crossed, task-blocked data."""
+"""mastif.analysis.mixed: mixed-effects / GEE models on synthetic crossed, task-blocked data."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from mastif import mixed
-from mastif.inference import small_sample_reason
-from mastif.mixed import MIXED_SCHEMA, mixed_models
-from mastif.mixed_joint import MIXED_JOINT_SCHEMA, joint_tests
+from mastif.analysis import mixed
+from mastif.analysis.inference import small_sample_reason
+from mastif.analysis.mixed import MIXED_SCHEMA, mixed_models
+from mastif.analysis.mixed_joint import MIXED_JOINT_SCHEMA, joint_tests
 
 ANCHORS = np.array([0.0, 0.3, 0.5, 0.7, 1.0])
 PROTOCOL_EFFECT = 0.3  # on log CT

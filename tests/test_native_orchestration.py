@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from mastif import orchestration, workflow
-from mastif.frameworks import FRAMEWORKS
+from mastif.frameworks import FRAMEWORKS, orchestration
+from mastif.frameworks import plan as workflow
 from tests.fakes import ScriptedChatServer, last_user_text
 from tests.stackrun import run_stack
 

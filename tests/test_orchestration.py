@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mastif.orchestration import parse_subtasks
+from mastif.frameworks.orchestration import parse_subtasks
 
 
 @pytest.mark.parametrize(

@@ -66,7 +66,7 @@ def mastif(env_dir: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[
 def test_the_installed_package_is_a_copy_not_the_checkout(installed: Path, tmp_path: Path):
     out = subprocess.run(
         [str(installed / "bin" / "python"), "-c",
-         "import mastif, mastif.paths as p; print(mastif.__file__); print(p.data_root())"],
+         "import mastif, mastif.core.paths as p; print(mastif.__file__); print(p.data_root())"],
         cwd=tmp_path, check=True, capture_output=True, text=True,
     ).stdout.split()  # fmt: skip
     assert all(str(installed) in line for line in out), out
@@ -102,8 +102,8 @@ def test_import_mastif_writes_runs_outside_a_checkout(installed: Path, tmp_path:
 
 def test_the_trace_viewers_page_is_in_the_wheel(installed: Path, tmp_path: Path):
     code = (
-        "from importlib import resources; from mastif.viewer.site import ASSETS; "
-        "a = resources.files('mastif.viewer') / 'assets'; "
+        "from importlib import resources; from mastif.reporting.viewer.site import ASSETS; "
+        "a = resources.files('mastif.reporting.viewer') / 'assets'; "
         "print(all((a / n).is_file() for n in ASSETS), len(ASSETS))"
     )
     out = subprocess.run(

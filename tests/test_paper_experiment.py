@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 import yaml
 
-from mastif.config import load_config
+from mastif.execution.experiment import load_config
 from mastif.tasks import Task, stratified_sample, tasks_to_frame
 from tests.test_task_sources import make_hub_cache
 

@@ -1,4 +1,4 @@
-"""Tests for mastif.plots on small hand-built tables in the shapes of docs/data.md."""
+"""Tests for mastif.reporting.plots on small hand-built tables in the shapes of docs/data.md."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from matplotlib.figure import Figure
 
-from mastif import plots
+from mastif.reporting import plots
 
 MODELS = ("m1", "m2")
 FRAMEWORKS = ("crewai", "langgraph")

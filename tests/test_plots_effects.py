@@ -1,4 +1,4 @@
-"""Tests for mastif.plots_effects on small effects tables in the shape of docs/data.md."""
+"""Tests for mastif.reporting.plots_effects on small effects tables in the shape of docs/data.md."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from matplotlib.axes import Axes
 from matplotlib.collections import LineCollection, PathCollection
 from matplotlib.figure import Figure
 
-from mastif import plots_effects
-from mastif.bootstrap import EFFECT_METRICS, EFFECTS_SCHEMA
+from mastif.analysis.bootstrap import EFFECT_METRICS, EFFECTS_SCHEMA
+from mastif.reporting import plots_effects
 
 STACKS = [("m1", "mcp", "crewai"), ("m1", "standard", "langgraph"), ("m2", "a2a", "crewai")]
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from statsmodels.stats.contingency_tables import mcnemar
 
+from mastif.analysis.power import mcnemar_exact_p, min_detectable_difference, simulated_power
 from mastif.cli import main
-from mastif.power import mcnemar_exact_p, min_detectable_difference, simulated_power
-from mastif.report import power_table
+from mastif.reporting.report import power_table
 
 
 @pytest.mark.parametrize(("b", "c"), [(0, 0), (3, 9), (9, 3), (1, 15), (7, 7), (0, 6)])

@@ -1,11 +1,19 @@
-"""mastif.projection: list scheduling and the grid's projected wall time on hand-computable
+"""mastif.execution.projection: list scheduling and the grid's projected wall time on hand-computable
 cases (fast tier)."""
 
 from __future__ import annotations
 
 import pytest
 
-from mastif.projection import CORES, Job, JobCosts, Node, grid_jobs, list_schedule, project
+from mastif.execution.projection import (
+    CORES,
+    Job,
+    JobCosts,
+    Node,
+    grid_jobs,
+    list_schedule,
+    project,
+)
 
 
 def test_list_schedule_one_core_runs_jobs_one_after_another() -> None:

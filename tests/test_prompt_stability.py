@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mastif.textclip import head_at_word
+from mastif.core.textclip import head_at_word
+from mastif.core.trace import NodeOutput, ToolCall
+from mastif.frameworks.plan import HISTORY_CHARS_PER_TOOL_RESULT, format_history
 from mastif.tools.builtin import _truncate
-from mastif.trace import NodeOutput, ToolCall
-from mastif.workflow import HISTORY_CHARS_PER_TOOL_RESULT, format_history
 
 REPO = Path(__file__).resolve().parents[1]
 STAND_IN = "sandbox.mastif.invalid"
@@ -76,9 +76,9 @@ def test_report_prompts_from_real_search_results_do_not_depend_on_the_port() -> 
     """Every sandbox task's text as a web_search query, answered by two sandbox servers
     (two ports), gives the same report history once each origin is neutralised (three of
     them clipped inside the port before the fix)."""
-    from mastif.config import parse_config
+    from mastif.execution.experiment import parse_config
+    from mastif.execution.webenv import open_web_environment
     from mastif.tasks import load_tasks
-    from mastif.webenv import open_web_environment
 
     with (REPO / "config" / "config.yaml").open() as fh:
         options = parse_config(copy.deepcopy(yaml.safe_load(fh))).web_options

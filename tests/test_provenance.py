@@ -16,8 +16,7 @@ from types import SimpleNamespace
 import polars as pl
 import pytest
 
-from mastif.importers import read_mastif_log
-from mastif.provenance import (
+from mastif.core.provenance import (
     PACKAGES,
     PROVENANCE_COLUMNS,
     IncompatibleLibraryError,
@@ -29,8 +28,9 @@ from mastif.provenance import (
     stack_packages,
     version_column,
 )
-from mastif.report import CAPTIONS, run_versions, to_markdown, versions_table
-from mastif.trace import RUN_SCHEMA, RunTrace, conform_to_schema, runs_to_table
+from mastif.core.trace import RUN_SCHEMA, RunTrace, conform_to_schema, runs_to_table
+from mastif.importers import read_mastif_log
+from mastif.reporting.report import CAPTIONS, run_versions, to_markdown, versions_table
 from tests.fakes import ScriptedChatServer
 from tests.stackrun import run_stack
 

@@ -1,4 +1,4 @@
-"""pass@k, pass^k, flip rate and ICC(1) across repeats (mastif.repeats), by hand."""
+"""pass@k, pass^k, flip rate and ICC(1) across repeats (mastif.analysis.repeats), by hand."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from mastif.repeats import NEEDS_REPEATS, REPEATS_SCHEMA, icc1, repeat_reliability
+from mastif.analysis.repeats import NEEDS_REPEATS, REPEATS_SCHEMA, icc1, repeat_reliability
 
 
 def _runs(outcomes: dict[str, list[bool | None]], tcr: dict[str, list[float]] | None = None):

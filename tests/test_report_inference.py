@@ -16,16 +16,16 @@ import polars as pl
 import pytest
 from matplotlib.figure import Figure
 
-from mastif import plots, plots_effects, report
-from mastif.inference import MIN_TASKS_FOR_CI, small_sample_reason
-from mastif.report_inference import (
+from mastif.analysis.inference import MIN_TASKS_FOR_CI, small_sample_reason
+from mastif.reporting import plots, plots_effects, report
+from mastif.reporting.report_inference import (
     MIXED_JOINT_SCHEMA,
     best_stacks,
     inference_notes,
     kruskal_summary,
     mixed_joint_table,
 )
-from mastif.stats_tables import effects_table
+from mastif.reporting.stats_tables import effects_table
 from tests.inference_frames import MIN_N, Experiment, experiment
 
 #: a p-value in a sentence ("p=0.017", "p < 0.001", "adjusted p=0.205")
@@ -284,6 +284,6 @@ def test_captions_name_the_rules_with_the_same_numbers() -> None:
     for name in ("effects.rst", "tables.rst", "workflow.rst"):
         text = (report_dir / name).read_text()
         assert f"at least {MIN_TASKS_FOR_CI} tasks" in text, name
-        assert "mastif.inference.MIN_TASKS_FOR_CI" in text, name
+        assert "mastif.analysis.inference.MIN_TASKS_FOR_CI" in text, name
     assert 'snakemake.config["stats"]["min_n"]' in (report_dir / "violin.rst").read_text()
     assert f"at least {MIN_TASKS_FOR_CI} tasks" in report.CAPTIONS["effects"]

@@ -28,7 +28,8 @@ from typing import Any
 import pytest
 import yaml
 
-from mastif.config import load_schema, merge_configs, validate_config
+from mastif.core.config import merge_configs
+from mastif.execution.experiment import load_schema, validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 

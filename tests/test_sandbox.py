@@ -25,17 +25,17 @@ import pytest
 from bs4 import BeautifulSoup, Tag
 from pypdf import PdfReader
 
-from mastif.sandbox import (
-    SESSION_COOKIE,
+from mastif.tasks import TaskLoadError, load_tasks, resources_dir
+from mastif.tasks.checks import (
     CheckResult,
-    SandboxServer,
-    build_app,
+    answer_tokens,
+    contains_pattern,
     evaluate_check,
     validate_check,
 )
-from mastif.sandbox.checks import answer_tokens, contains_pattern
-from mastif.tasks import TaskLoadError, load_tasks, resources_dir
 from mastif.tasks.model import Task
+from mastif.web.app import SESSION_COOKIE, build_app
+from mastif.web.server import SandboxServer
 
 SITES_FILE = resources_dir() / "sandbox" / "tasks" / "sites.jsonl"
 SITE_TASKS = [
@@ -1277,7 +1277,7 @@ def test_extra_routes_are_mounted_and_searchable() -> None:
     from starlette.routing import Route
     from starlette.testclient import TestClient
 
-    from mastif.sandbox.search import SearchDocument
+    from mastif.web.search import SearchDocument
 
     async def hello(request: Any) -> PlainTextResponse:
         return PlainTextResponse("hi")

@@ -14,7 +14,8 @@ import httpx
 import pytest
 import yaml
 
-from mastif.config import ConfigError, parse_config
+from mastif.core.config import ConfigError
+from mastif.execution.experiment import parse_config
 from mastif.providers.scripted import NODE_HEADER, ScriptedServer, ScriptError, load_script
 
 SCRIPT = {
@@ -121,7 +122,7 @@ def test_log_to_sends_logging_warnings_and_uncaught_exceptions_to_the_log(tmp_pa
     log = tmp_path / "logs" / "job.log"
     script = textwrap.dedent(f"""
         import logging, threading, warnings
-        from mastif.logsetup import log_to
+        from mastif.core.logsetup import log_to
         log_to({str(log)!r})
         logging.getLogger("httpx").info("one line per request")
         logging.getLogger("job").info("started")

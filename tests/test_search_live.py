@@ -354,8 +354,8 @@ def test_bad_arguments_are_tool_errors(ddg: Fixture, kwargs: dict, message: str)
 
 def test_web_search_tool_in_live_mode_uses_ddgs(ddg: Fixture) -> None:
     """The ``web_search`` tool of a ``web: live`` environment is this backend."""
-    from mastif.config import WebOptions
-    from mastif.webenv import WebEnvironment
+    from mastif.core.config import WebOptions
+    from mastif.execution.webenv import WebEnvironment
 
     options = WebOptions(
         allow_private=False, allowed_hosts=(), browser_executable="/usr/bin/chromium",

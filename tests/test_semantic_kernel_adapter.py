@@ -18,11 +18,11 @@ from semantic_kernel.processes.local_runtime.local_kernel_process_context import
 )
 from semantic_kernel.processes.local_runtime.local_step import LocalStep
 
-import mastif.workflow
-from mastif.config import NodeSpec
+import mastif.frameworks.plan
+from mastif.core.config import NodeSpec
 from mastif.frameworks import semantic_kernel as sk_adapter
+from mastif.frameworks.plan import PlannedNode, WorkflowPlan, drive_workflow
 from mastif.tools import get_tools
-from mastif.workflow import PlannedNode, WorkflowPlan, drive_workflow
 from tests.fakes import ScriptedChatServer, last_user_text
 from tests.stackrun import run_stack
 
@@ -212,7 +212,7 @@ def test_the_workflow_is_an_sk_process_on_one_kernel(tmp_path, sk_config, monkey
     def no_drive_workflow(*args, **kwargs):
         raise AssertionError("drive_workflow must not chain the nodes")
 
-    monkeypatch.setattr(mastif.workflow, "drive_workflow", no_drive_workflow)
+    monkeypatch.setattr(mastif.frameworks.plan, "drive_workflow", no_drive_workflow)
     monkeypatch.setattr(sk_adapter, "drive_workflow", no_drive_workflow, raising=False)
 
     started, invoked, kernels, services = [], [], [], []

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from mastif.config import parse_config
+from mastif.execution.experiment import parse_config
+from mastif.frameworks.plan import plan_workflow, render_prompt
 from mastif.tasks import load_tasks
-from mastif.workflow import plan_workflow, render_prompt
 from tests.adapter_checks import (
     check_an_unreachable_endpoint_is_classified_as_such,
     check_required_tool_choice_holds_for_the_first_turn,
@@ -38,7 +38,7 @@ def test_smolagents_agents_drive_every_node_visit(tmp_path, fake_model_config, m
     def no_driver(*args, **kwargs):
         raise AssertionError("drive_workflow must not run the smolagents workflow")
 
-    monkeypatch.setattr("mastif.workflow.drive_workflow", no_driver)
+    monkeypatch.setattr("mastif.frameworks.plan.drive_workflow", no_driver)
     runs: list[tuple[str, int]] = []  # (agent, step_number after the run)
     built: list[str] = []
     real_run, real_init = smol.SmolAgent.run, smol.SmolAgent.__init__

@@ -10,8 +10,8 @@ import pytest
 import scikit_posthocs as sp
 from scipy import stats as st
 
-from mastif.inference import small_sample_reason
-from mastif.stats import (
+from mastif.analysis.inference import small_sample_reason
+from mastif.analysis.stats import (
     GROUPS_SCHEMA,
     POSTHOC_SCHEMA,
     TESTS_SCHEMA,

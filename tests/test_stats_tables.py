@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from mastif.inference import MIN_TASKS_FOR_CI
-from mastif.stats_tables import effects_table, judge_gate, with_judge_gate
+from mastif.analysis.inference import MIN_TASKS_FOR_CI
+from mastif.reporting.stats_tables import effects_table, judge_gate, with_judge_gate
 
 
 def validity(kappa: float | None, validated: bool | None, n: int = 40) -> pl.DataFrame:

@@ -11,11 +11,11 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-from mastif.budget import Cost, Ledger, judgement_entry
 from mastif.cli import main
-from mastif.config import parse_config
-from mastif.status import experiment_status, format_status
-from mastif.trace import RunTrace, runs_to_table
+from mastif.core.trace import RunTrace, runs_to_table
+from mastif.execution.budget import Cost, Ledger, judgement_entry
+from mastif.execution.experiment import parse_config
+from mastif.execution.status import experiment_status, format_status
 
 PRICE = {"input_per_mtok": 1.0, "output_per_mtok": 2.0}
 

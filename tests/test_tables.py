@@ -1,4 +1,4 @@
-"""Tests for mastif.report on small hand-built tables in the shapes of docs/data.md."""
+"""Tests for mastif.reporting.report on small hand-built tables in the shapes of docs/data.md."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from mastif import report
+from mastif.reporting import report
 
 NAMES = [
     "table2_task_completion",

@@ -23,7 +23,7 @@ import polars as pl
 import pytest
 from huggingface_hub import constants as hf_constants
 
-from mastif.judge import build_messages
+from mastif.evaluation.judge import build_messages
 from mastif.tasks import (
     TaskLoadError,
     load_tasks,
@@ -419,7 +419,8 @@ def test_the_judge_gets_the_reference_length_when_a_source_has_no_steps() -> Non
 def test_bad_task_config_is_named_before_anything_runs(
     base_config: dict, tasks: dict, message: str
 ) -> None:
-    from mastif.config import ConfigError, parse_config
+    from mastif.core.config import ConfigError
+    from mastif.execution.experiment import parse_config
 
     base_config["tasks"] = {**base_config["tasks"], **tasks}
     with pytest.raises(ConfigError, match=re.escape(message)):
@@ -430,7 +431,7 @@ def test_a_shard_written_before_the_import_columns_still_gathers(tmp_path: Path)
     """Shards of an interrupted run from before the schema grew are read with defaults."""
     import pyarrow.parquet as pq
 
-    from mastif.trace import RUN_SCHEMA, RunTrace, gather_runs, runs_to_table
+    from mastif.core.trace import RUN_SCHEMA, RunTrace, gather_runs, runs_to_table
 
     run = RunTrace(
         run_id="r1", experiment="e", model="m", protocol="standard", framework="langgraph",

@@ -10,10 +10,10 @@ import time
 import httpx
 import pytest
 
+from mastif.core.timing import InFlight, decompose
+from mastif.core.trace import LLMCall, ToolCall
 from mastif.providers import Endpoint, Gateway
 from mastif.providers.cache import ResponseCache
-from mastif.timing import InFlight, decompose
-from mastif.trace import LLMCall, ToolCall
 from tests.fakes import ScriptedChatServer, last_user_text
 from tests.faultproxy import FaultProxy
 from tests.stackrun import run_stack

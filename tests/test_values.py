@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from mastif.values import (
+from mastif.evaluation.values import (
     DEFAULT_THRESHOLD,
     VALUES_SCHEMA,
     ValueCorpus,
@@ -484,7 +484,7 @@ def test_tag_runs_empty_table_keeps_schema() -> None:
 @pytest.fixture(scope="module", params=["onnx", pytest.param("torch", marks=pytest.mark.slow)])
 def minilm_tagger(request: pytest.FixtureRequest) -> ValueTagger:
     """The real model on each backend (values.backend)."""
-    from mastif.values import load_value_embedder
+    from mastif.evaluation.values import load_value_embedder
 
     return ValueTagger(load_value_corpus("builtin"), load_value_embedder(request.param, 2))
 
@@ -493,7 +493,7 @@ def minilm_tagger(request: pytest.FixtureRequest) -> ValueTagger:
 def test_the_onnx_backend_gives_sentence_transformers_embeddings_and_labels() -> None:
     """values.backend onnx is the same model: embeddings equal to float noise, and the same
     label for every sentence of the built-in corpus and of typical agent text."""
-    from mastif.values import load_value_embedder
+    from mastif.evaluation.values import load_value_embedder
 
     corpus = load_value_corpus("builtin")
     sentences = [s for examples in corpus.examples.values() for s in examples] + [
@@ -514,7 +514,7 @@ def test_the_onnx_backend_gives_sentence_transformers_embeddings_and_labels() ->
 
 @pytest.mark.slow  # a real export (torch, ~10 s)
 def test_the_onnx_export_is_made_once_per_cache(tmp_path: Path, monkeypatch) -> None:
-    from mastif import minilm_onnx
+    from mastif.evaluation import minilm_onnx
 
     monkeypatch.setenv("MASTIF_CACHE", str(tmp_path))
     exported: list[Path] = []
@@ -528,7 +528,7 @@ def test_the_onnx_export_is_made_once_per_cache(tmp_path: Path, monkeypatch) -> 
 
 
 def test_an_unknown_backend_is_named() -> None:
-    from mastif.values import load_value_embedder
+    from mastif.evaluation.values import load_value_embedder
 
     with pytest.raises(ValueError, match="values.backend: 'jax' is not one of"):
         load_value_embedder("jax")

@@ -1,4 +1,4 @@
-"""The trace viewer (mastif.viewer): the export on small frames, the site it writes, the
+"""The trace viewer (mastif.reporting.viewer): the export on small frames, the site it writes, the
 loopback server, and the page itself in real headless Chromium (Playwright)."""
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from typing import Any
 import polars as pl
 import pytest
 
+from mastif.analysis.inference import gate_verdict
 from mastif.cli import main as cli_main
-from mastif.inference import gate_verdict
-from mastif.viewer import build_site
-from mastif.viewer.export import grid_index, judge_gate, round_float, run_detail
-from mastif.viewer.serve import LOOPBACK, viewer_server
-from mastif.viewer.site import run_file
+from mastif.reporting.viewer import build_site
+from mastif.reporting.viewer.export import grid_index, judge_gate, round_float, run_detail
+from mastif.reporting.viewer.serve import LOOPBACK, viewer_server
+from mastif.reporting.viewer.site import run_file
 from tests.viewer_results import SyntheticTree, write_synthetic_results
 
 CHROMIUM = "/usr/bin/chromium"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from mastif.config import parse_config
-from mastif.runner import execute_stack
+from mastif.execution.experiment import parse_config
+from mastif.execution.runner import execute_stack
 from mastif.tasks import load_tasks
 from tests.fakes import ScriptedChatServer, last_user_text
 
@@ -137,8 +137,8 @@ def test_failed_browser_action_is_a_failed_call(tmp_path, fake_model_config):
 
 
 def test_web_search_on_the_sandbox_finds_pages_and_fails_on_no_results() -> None:
-    from mastif.config import WebOptions
-    from mastif.webenv import open_web_environment
+    from mastif.core.config import WebOptions
+    from mastif.execution.webenv import open_web_environment
 
     options = WebOptions(
         allow_private=False, allowed_hosts=(), browser_executable="/usr/bin/chromium",
@@ -158,7 +158,7 @@ def test_web_search_on_the_sandbox_finds_pages_and_fails_on_no_results() -> None
 
 
 def test_check_run_on_the_live_web() -> None:
-    from mastif.runner import check_run
+    from mastif.execution.runner import check_run
 
     state_task, answer_task = TASKS["sb-shop-10"], TASKS["sb-shop-02"]
     assert check_run(state_task, "added", None) == (

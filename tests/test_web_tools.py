@@ -10,10 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from mastif.config import WebOptions
-from mastif.sandbox import SandboxServer
+from mastif.core.config import WebOptions
+from mastif.execution.webenv import WebEnvironment
 from mastif.tools import Tool, ToolResult
-from mastif.webenv import WebEnvironment
+from mastif.web.server import SandboxServer
 from tests.webfixture import build_fixture_app
 
 
@@ -208,7 +208,7 @@ def test_allow_private_lets_tools_reach_loopback(site) -> None:
 
 
 def test_every_tool_the_schema_names_exists_with_a_guidance_description() -> None:
-    from mastif.config import load_schema
+    from mastif.execution.experiment import load_schema
 
     names = load_schema()["properties"]["tools"]["items"]["enum"]
     assert len(names) == 15

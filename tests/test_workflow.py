@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mastif.runner import Checkpoint
+from mastif.execution.runner import Checkpoint
 from mastif.tasks import load_tasks
 from tests.contract_frameworks import CONTRACT_FRAMEWORKS as FRAMEWORKS
 from tests.contract_frameworks import (
@@ -257,8 +257,8 @@ def test_split_loop_is_rejected(tmp_path, fake_model_config):
 
 
 def test_history_shows_each_visits_tool_results_before_its_output() -> None:
-    from mastif.trace import NodeOutput, ToolCall
-    from mastif.workflow import format_history
+    from mastif.core.trace import NodeOutput, ToolCall
+    from mastif.frameworks.plan import format_history
 
     outputs = [NodeOutput("navigate", 1, "plan", "Search first."),
                NodeOutput("interact", 1, "act", "Found it.")]  # fmt: skip

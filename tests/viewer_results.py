@@ -1,7 +1,7 @@
 """A synthetic results tree for the trace viewer's tests and bench/viewer_scale.py.
 
-Writes what the workflow's rules write, in their schemas (``mastif.trace.RUN_SCHEMA``,
-``mastif.judge.JUDGED_SCHEMA``, ``mastif.values.VALUES_SCHEMA``), with
+Writes what the workflow's rules write, in their schemas (``mastif.core.trace.RUN_SCHEMA``,
+``mastif.evaluation.judge.JUDGED_SCHEMA``, ``mastif.evaluation.values.VALUES_SCHEMA``), with
 ``results/metrics/runs.parquet`` computed by mastif's own ``run_metrics``: tasks.parquet,
 runs/judged/values per stack, stats/judge_validity.parquet. Runs are drawn from a seeded
 generator: mostly completed, some timed out or errored, some unjudged (judge_failed), some tasks without a check (success
@@ -19,11 +19,11 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mastif.judge import JUDGED_SCHEMA
-from mastif.judge_validity import judge_validity
-from mastif.metrics import run_metrics
-from mastif.trace import RUN_SCHEMA
-from mastif.values import VALUES_SCHEMA
+from mastif.analysis.judge_validity import judge_validity
+from mastif.core.trace import RUN_SCHEMA
+from mastif.evaluation.judge import JUDGED_SCHEMA
+from mastif.evaluation.metrics import run_metrics
+from mastif.evaluation.values import VALUES_SCHEMA
 
 VALUES = ("helpfulness", "honesty", "thrift", "privacy", "safety", "fairness", "care")
 NODES = ("navigate", "observe", "interact", "report")
@@ -40,7 +40,7 @@ class SyntheticTree:
     runs: list[Path]
     judged: list[Path]
     values: list[Path]
-    judge_validity: Path  # results/stats/judge_validity.parquet (mastif.judge_validity)
+    judge_validity: Path  # results/stats/judge_validity.parquet (mastif.analysis.judge_validity)
 
 
 def _task_rows(n_tasks: int, rng: random.Random) -> list[dict]:

@@ -1,6 +1,6 @@
 """A small site on loopback for the web tools' tests: links, a form, per-cookie state,
 errors and a redirect to a private address. Served like the sandbox, by
-:class:`mastif.sandbox.SandboxServer` (uvicorn on a thread of its own)."""
+:class:`mastif.web.server.SandboxServer` (uvicorn on a thread of its own)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from mastif.sandbox.store import SessionStore
+from mastif.web.store import SessionStore
 
 COOKIE = "mastif_session"
 

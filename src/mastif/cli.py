@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mastif.config import ConfigError, load_config, plaintext_key_warnings
-from mastif.paths import default_config_path
+from mastif.core.config import ConfigError
+from mastif.core.paths import default_config_path
+from mastif.execution.experiment import load_config, plaintext_key_warnings
 
 DEFAULT_CONFIG = "config/config.yaml"
 
@@ -95,7 +96,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     )
     with pl.Config(tbl_rows=100, tbl_cols=20):
         print(summary.sort("model", "protocol", "framework", "status"))
-    from mastif.report import versions_table
+    from mastif.reporting.report import versions_table
 
     with pl.Config(tbl_rows=100, fmt_str_lengths=60, tbl_hide_dataframe_shape=True):
         print(versions_table(df).select("package", "version", "runs"))
@@ -103,7 +104,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
-    from mastif.estimate import estimate_experiment, format_estimate, load_estimate_tasks
+    from mastif.execution.estimate import estimate_experiment, format_estimate, load_estimate_tasks
 
     try:
         cfg = load_config(
@@ -122,9 +123,9 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
 
 def format_wall_projection(cfg: Any, est: Any, args: argparse.Namespace) -> str:
-    """The projected wall time of the experiment on ``--node-cores`` cores (mastif.projection):
+    """The projected wall time of the experiment on ``--node-cores`` cores (mastif.execution.projection):
     at the estimate's low and high calls per run, or at ``--calls-per-run``."""
-    from mastif.projection import CORES, JobCosts, Node, format_projection, project
+    from mastif.execution.projection import CORES, JobCosts, Node, format_projection, project
 
     n_stacks = len(est.stacks)
     runs_per_stack = est.runs // n_stacks if n_stacks else 0
@@ -154,7 +155,7 @@ def format_wall_projection(cfg: Any, est: Any, args: argparse.Namespace) -> str:
         scenarios = [(f"{end} calls", per_run(agent_calls, end), per_run(judge_calls, end))
                      for end in ("low", "high")]  # fmt: skip
     lines = [
-        "PROJECTED wall time, not a measurement (mastif.projection: list scheduling of the "
+        "PROJECTED wall time, not a measurement (mastif.execution.projection: list scheduling of the "
         "stacks' execute, judge and tagging jobs; one core and one model job each; judging "
         "and tagging overlap execution; per-job costs measured by bench/grid.py unless given)"
     ]
@@ -171,7 +172,7 @@ def format_wall_projection(cfg: Any, est: Any, args: argparse.Namespace) -> str:
 
 
 def cmd_power(args: argparse.Namespace) -> int:
-    from mastif.power import format_power, min_detectable_difference
+    from mastif.analysis.power import format_power, min_detectable_difference
 
     try:
         cfg = load_config(
@@ -190,7 +191,7 @@ def cmd_power(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from mastif.status import experiment_status, format_status
+    from mastif.execution.status import experiment_status, format_status
 
     try:
         cfg = load_config(
@@ -207,7 +208,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_view(args: argparse.Namespace) -> int:
-    from mastif.viewer.serve import viewer_server
+    from mastif.reporting.viewer.serve import viewer_server
 
     try:
         server = viewer_server(args.dir, args.port)
@@ -261,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tasks", default=None,
                    help="tasks Parquet to pick the typical task from, e.g. results/tasks.parquet")  # fmt: skip
     g = p.add_argument_group(
-        "projected wall time (mastif.projection; printed with --node-cores)",
+        "projected wall time (mastif.execution.projection; printed with --node-cores)",
         "defaults of the per-job costs: measured by bench/grid.py (36 stacks x 10 tasks, 2 cores; docs/scale.md)",
     )
     g.add_argument("--node-cores", type=int, default=None,

@@ -31,10 +31,10 @@ from typing import Any
 
 import pytest
 
-from mastif.config import WebOptions
+from mastif.core.config import WebOptions
+from mastif.execution.webenv import WebEnvironment
 from mastif.tools import Tool, netpolicy
 from mastif.tools import browser as browser_mod
-from mastif.webenv import WebEnvironment
 
 # the Chromium cases are slow; the proxy's own bounds need no browser and stay fast
 CHROMIUM = pytest.mark.slow

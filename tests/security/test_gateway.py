@@ -15,14 +15,14 @@ import httpx
 import pyarrow.parquet as pq
 import pytest
 
-from mastif.config import parse_config
-from mastif.judge import JudgeSettings, judge_one
+from mastif.core.trace import runs_to_table
+from mastif.evaluation.judge import JudgeSettings, judge_one
+from mastif.execution.experiment import parse_config
+from mastif.execution.runner import execute_stack
 from mastif.providers import Endpoint, Gateway
 from mastif.providers import gateway as gateway_module
 from mastif.providers.gateway import redact
-from mastif.runner import execute_stack
 from mastif.tasks import load_tasks
-from mastif.trace import runs_to_table
 from tests.fakes import ScriptedChatServer
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from mastif.cli import main
-from mastif.config import ConfigError, load_config, parse_config
+from mastif.core.config import ConfigError
+from mastif.execution.experiment import load_config, parse_config
 from mastif.importers import MastifLogError, read_mastif_log, write_imported
 from mastif.tasks.loaders import TaskLoadError, _read_table, load_task_files
 
@@ -156,7 +157,7 @@ def test_yaml_syntax_error_and_missing_file_are_one_line(tmp_path, capsys):
 
 def test_a_key_over_plain_http_to_another_host_is_warned(base_config, tmp_path, capsys):
     # before: no warning (ImportError: plaintext_key_warnings did not exist)
-    from mastif.config import plaintext_key_warnings
+    from mastif.execution.experiment import plaintext_key_warnings
 
     base_config["models"]["remote"] = {
         "provider": "openai_compatible", "model": "m",

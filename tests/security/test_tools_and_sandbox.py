@@ -8,8 +8,6 @@ import tempfile
 import httpx
 import pytest
 
-from mastif.sandbox import SandboxServer
-from mastif.sandbox.store import SessionStore
 from mastif.tools import isolation
 from mastif.tools.base import ToolError
 from mastif.tools.builtin import (
@@ -20,6 +18,8 @@ from mastif.tools.builtin import (
     run_isolated,
 )
 from mastif.tools.netpolicy import check_url
+from mastif.web.server import SandboxServer
+from mastif.web.store import SessionStore
 
 
 # Item 12. Before the fix each of these passed check_url as public (no ToolError raised).

@@ -4,7 +4,9 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
-from mastif.config import ConfigError, parse_config
+from mastif.core.config import ConfigError
+
+from mastif.execution.experiment import parse_config
 from mastif.importers import MastifLogError, stacks_in_log
 
 # Rules and defaults live in the schema; a typo'd key or a wrong type stops here,
@@ -285,12 +287,12 @@ def _label_text(text):
 
 
 def get_judge_gate_labels(wildcards):
-    """{"judge gate": the gate's verdict} (mastif.inference.gate_verdict of
+    """{"judge gate": the gate's verdict} (mastif.analysis.inference.gate_verdict of
     results/stats/judge_validity.parquet; "no judge-validity result" without it): the label of
     every figure and table built on judge scores, and the report's first line."""
     import polars as pl
 
-    from mastif.inference import gate_verdict
+    from mastif.analysis.inference import gate_verdict
 
     path = Path("results/stats/judge_validity.parquet")
     validity = pl.read_parquet(path) if path.is_file() else pl.DataFrame()
@@ -318,10 +320,11 @@ JUDGE_METRICS = ("TCR", "TU", "TA")
 
 def get_identical_answers_labels(wildcards):
     """{"identical outputs": which stacks gave byte-identical final answers on every task}
-    (mastif.answers.identical_answers_note of results/metrics/identical_answers.csv)."""
+    (mastif.evaluation.answers.identical_answers_note of results/metrics/identical_answers.csv).
+    """
     import polars as pl
 
-    from mastif.answers import ANSWER_GROUPS_SCHEMA, identical_answers_note
+    from mastif.evaluation.answers import ANSWER_GROUPS_SCHEMA, identical_answers_note
 
     path = Path("results/metrics/identical_answers.csv")
     if path.is_file():

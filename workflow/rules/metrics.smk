@@ -6,7 +6,7 @@ rule aggregate_metrics:
     output:
         runs="results/metrics/runs.parquet",
         stacks="results/metrics/stacks.parquet",
-        # groups of stacks with byte-identical final answers (mastif.answers); its one-line
+        # groups of stacks with byte-identical final answers (mastif.evaluation.answers); its one-line
         # summary is a label the report's front page prints (workflow.rst)
         identical_answers=report(
             "results/metrics/identical_answers.csv",
@@ -23,7 +23,7 @@ rule aggregate_metrics:
         "../scripts/aggregate_metrics.py"
 
 
-# The judge gate's verdict (mastif.inference.gate_verdict) as a one-row table; its label
+# The judge gate's verdict (mastif.analysis.inference.gate_verdict) as a one-row table; its label
 # (get_judge_gate_labels) is what the report's front page prints at the top (workflow.rst),
 # whatever other report item carries it.
 rule judge_gate:

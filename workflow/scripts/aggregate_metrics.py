@@ -1,14 +1,14 @@
-"""Bridge: per-run and per-stack metrics, paper Eqs. 1-5 and 8 (see mastif.metrics), and the
-stacks whose final answers cannot be told apart (mastif.answers)."""
+"""Bridge: per-run and per-stack metrics, paper Eqs. 1-5 and 8 (see mastif.evaluation.metrics), and the
+stacks whose final answers cannot be told apart (mastif.evaluation.answers)."""
 
-from mastif.logsetup import log_to
+from mastif.core.logsetup import log_to
 
 log_to(snakemake.log[0])
 
 import polars as pl
 
-from mastif.answers import answer_columns, answer_groups
-from mastif.metrics import run_metrics, stack_metrics
+from mastif.evaluation.answers import answer_columns, answer_groups
+from mastif.evaluation.metrics import run_metrics, stack_metrics
 
 runs = pl.concat([pl.read_parquet(p) for p in snakemake.input.runs], how="vertical")
 judged = pl.concat([pl.read_parquet(p) for p in snakemake.input.judged], how="vertical")

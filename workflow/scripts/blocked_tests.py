@@ -1,6 +1,6 @@
-"""Bridge: blocked omnibus and pairwise tests per metric and factor (mastif.blocked)."""
+"""Bridge: blocked omnibus and pairwise tests per metric and factor (mastif.analysis.blocked)."""
 
-from mastif.logsetup import log_to
+from mastif.core.logsetup import log_to
 
 log_to(snakemake.log[0])
 
@@ -8,7 +8,7 @@ import logging
 
 import polars as pl
 
-from mastif.blocked import blocked_tests
+from mastif.analysis.blocked import blocked_tests
 
 results = blocked_tests(
     pl.read_parquet(snakemake.input.runs),
@@ -21,7 +21,7 @@ results["pairs"].write_parquet(snakemake.output.pairs)
 
 tests = results["tests"]
 alpha = snakemake.params.alpha
-logging.getLogger("mastif.blocked").info(
+logging.getLogger("mastif.analysis.blocked").info(
     "%d omnibus rows, %d with a p-value, %d with %s-adjusted p < alpha %g; %d pairs",
     tests.height,
     tests["p_value"].is_not_null().sum(),

@@ -1,15 +1,15 @@
 """Bridge: per-stack effects with task-bootstrap CIs, reliability across repeats and the
-judge's validity (mastif.bootstrap, mastif.repeats, mastif.judge_validity)."""
+judge's validity (mastif.analysis.bootstrap, mastif.analysis.repeats, mastif.analysis.judge_validity)."""
 
-from mastif.logsetup import log_to
+from mastif.core.logsetup import log_to
 
 log_to(snakemake.log[0])
 
 import polars as pl
 
-from mastif.bootstrap import bootstrap_effects
-from mastif.judge_validity import judge_validity
-from mastif.repeats import repeat_reliability
+from mastif.analysis.bootstrap import bootstrap_effects
+from mastif.analysis.judge_validity import judge_validity
+from mastif.analysis.repeats import repeat_reliability
 
 runs = pl.read_parquet(snakemake.input.runs)
 resampling = {

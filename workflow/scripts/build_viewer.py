@@ -1,11 +1,11 @@
-"""Bridge: the trace viewer, a static site of every run (mastif.viewer, docs/viewer.md), with
+"""Bridge: the trace viewer, a static site of every run (mastif.reporting.viewer, docs/viewer.md), with
 the judge gate's verdict on every page."""
 
-from mastif.logsetup import log_to
+from mastif.core.logsetup import log_to
 
 log_to(snakemake.log[0])
 
-from mastif.viewer import build_site
+from mastif.reporting.viewer import build_site
 
 build_site(
     snakemake.output.site,

@@ -1,6 +1,6 @@
-"""Bridge: run one shard of one stack over the sampled tasks (see mastif.runner.execute_stack)."""
+"""Bridge: run one shard of one stack over the sampled tasks (see mastif.execution.runner.execute_stack)."""
 
-from mastif.logsetup import log_to
+from mastif.core.logsetup import log_to
 
 log_to(snakemake.log[0])
 
@@ -12,11 +12,12 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 
-from mastif.budget import RESERVATION_GRACE_S, BudgetReached, job_gate
-from mastif.config import ModelPrice, Stack, stack_job_config
-from mastif.runner import execute_stack, parse_scatteritem, setup_model_job
+from mastif.core.config import ModelPrice, Stack
+from mastif.core.trace import runs_to_table
+from mastif.execution.budget import RESERVATION_GRACE_S, BudgetReached, job_gate
+from mastif.execution.experiment import stack_job_config
+from mastif.execution.runner import execute_stack, parse_scatteritem, setup_model_job
 from mastif.tasks import tasks_from_frame
-from mastif.trace import runs_to_table
 
 setup_model_job(snakemake.log.run)
 # the sandbox is served from the workflow's resources/ (the files the rule tracks), not

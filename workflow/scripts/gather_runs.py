@@ -1,6 +1,6 @@
-"""Bridge: one stack's shard Parquets -> its runs Parquet (see mastif.trace.gather_runs)."""
+"""Bridge: one stack's shard Parquets -> its runs Parquet (see mastif.core.trace.gather_runs)."""
 
-from mastif.logsetup import log_to
+from mastif.core.logsetup import log_to
 
 log_to(snakemake.log[0])
 
@@ -8,7 +8,7 @@ import logging
 
 import pyarrow.parquet as pq
 
-from mastif.trace import gather_runs
+from mastif.core.trace import gather_runs
 
 table = gather_runs([str(p) for p in snakemake.input.shards])
 logging.info("%d runs from %d shard(s)", table.num_rows, len(snakemake.input.shards))

@@ -1,6 +1,6 @@
 """Bridge: a log of the original MASTIF -> tasks and runs Parquets (see mastif.importers)."""
 
-from mastif.logsetup import log_to
+from mastif.core.logsetup import log_to
 
 log_to(snakemake.log[0])
 

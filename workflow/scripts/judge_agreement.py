@@ -1,14 +1,14 @@
 """Bridge: the judge panel's agreement across judges, with the checks and across repeats
-(mastif.judge_panel)."""
+(mastif.analysis.judge_panel)."""
 
-from mastif.logsetup import log_to
+from mastif.core.logsetup import log_to
 
 log_to(snakemake.log[0])
 
 import polars as pl
 
-from mastif.judge import JUDGED_SCHEMA
-from mastif.judge_panel import judge_panel_agreement
+from mastif.analysis.judge_panel import judge_panel_agreement
+from mastif.evaluation.judge import JUDGED_SCHEMA
 
 p = snakemake.params
 judged = pl.concat(

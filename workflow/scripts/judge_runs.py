@@ -1,6 +1,6 @@
-"""Bridge: every judge of the panel judges every run of one stack (see mastif.judging)."""
+"""Bridge: every judge of the panel judges every run of one stack (see mastif.execution.judging)."""
 
-from mastif.logsetup import log_to
+from mastif.core.logsetup import log_to
 
 log_to(snakemake.log[0])
 
@@ -12,13 +12,14 @@ from pathlib import Path
 
 import polars as pl
 
-from mastif.budget import RESERVATION_GRACE_S, BudgetReached, job_gate
-from mastif.config import ModelPrice, Stack, model_spec
-from mastif.judge import JudgeClip, JudgeSettings
-from mastif.judging import JudgeBudget, JudgeCheckpoint, judge_panel_runs
+from mastif.core.config import ModelPrice, Stack
+from mastif.evaluation.judge import JudgeClip, JudgeSettings
+from mastif.execution.budget import RESERVATION_GRACE_S, BudgetReached, job_gate
+from mastif.execution.experiment import model_spec
+from mastif.execution.judging import JudgeBudget, JudgeCheckpoint, judge_panel_runs
+from mastif.execution.runner import setup_model_job
 from mastif.providers import Gateway, open_endpoint
 from mastif.providers.cache import ResponseCache
-from mastif.runner import setup_model_job
 
 setup_model_job(snakemake.log.run)
 

@@ -1,7 +1,7 @@
-"""Bridge: mixed-effects and GEE models of every metric, clustered by task (mastif.mixed),
-and the joint test of each factor and interaction (mastif.mixed_joint)."""
+"""Bridge: mixed-effects and GEE models of every metric, clustered by task (mastif.analysis.mixed),
+and the joint test of each factor and interaction (mastif.analysis.mixed_joint)."""
 
-from mastif.logsetup import log_to
+from mastif.core.logsetup import log_to
 
 log_to(snakemake.log[0])
 
@@ -9,8 +9,8 @@ import logging
 
 import polars as pl
 
-from mastif.mixed import mixed_models
-from mastif.mixed_joint import joint_tests
+from mastif.analysis.mixed import mixed_models
+from mastif.analysis.mixed_joint import joint_tests
 
 log = logging.getLogger("mixed_models")
 runs = pl.read_parquet(snakemake.input.runs)

@@ -1,6 +1,6 @@
-"""Bridge: per-stack means with task-bootstrap confidence intervals (mastif.plots_effects)."""
+"""Bridge: per-stack means with task-bootstrap confidence intervals (mastif.reporting.plots_effects)."""
 
-from mastif.logsetup import log_to
+from mastif.core.logsetup import log_to
 
 log_to(snakemake.log[0])
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
-from mastif.plots_effects import plot_effects
+from mastif.reporting.plots_effects import plot_effects
 
 plot_effects(
     pl.read_parquet(snakemake.input.effects),

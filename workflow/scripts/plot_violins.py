@@ -1,7 +1,7 @@
 """Bridge: violin plot of one metric by factor with Dunn stars from stats.min_n
-independent tasks on (mastif.plots)."""
+independent tasks on (mastif.reporting.plots)."""
 
-from mastif.logsetup import log_to
+from mastif.core.logsetup import log_to
 
 log_to(snakemake.log[0])
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
-from mastif.plots import plot_violins
+from mastif.reporting.plots import plot_violins
 
 plot_violins(
     pl.read_parquet(snakemake.input.runs),

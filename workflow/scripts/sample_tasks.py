@@ -1,6 +1,6 @@
 """Bridge: load the configured task source and draw the stratified sample (mastif.tasks)."""
 
-from mastif.logsetup import log_to
+from mastif.core.logsetup import log_to
 
 log_to(snakemake.log[0])
 

@@ -1,12 +1,12 @@
-"""Bridge: tag social values in the prompt, reasoning steps and answer of every run (mastif.values)."""
+"""Bridge: tag social values in the prompt, reasoning steps and answer of every run (mastif.evaluation.values)."""
 
-from mastif.logsetup import log_to
+from mastif.core.logsetup import log_to
 
 log_to(snakemake.log[0])
 
 import polars as pl
 
-from mastif.values import (
+from mastif.evaluation.values import (
     DEFAULT_THRESHOLD,
     ValueTagger,
     load_value_corpus,

@@ -1,13 +1,13 @@
 """Bridge: the paper's tests (Shapiro-Wilk, ANOVA / Kruskal-Wallis, Dunn) per metric and
-factor (mastif.stats)."""
+factor (mastif.analysis.stats)."""
 
-from mastif.logsetup import log_to
+from mastif.core.logsetup import log_to
 
 log_to(snakemake.log[0])
 
 import polars as pl
 
-from mastif.stats import test_factors
+from mastif.analysis.stats import test_factors
 
 results = test_factors(
     pl.read_parquet(snakemake.input.runs),

@@ -1,7 +1,7 @@
 """Bridge: the paper's Tables 2-6, the protocol-cost Table 7, the mixed models' joint tests and
-the statistics tables as Markdown and CSV (mastif.report, mastif.report_inference)."""
+the statistics tables as Markdown and CSV (mastif.reporting.report, mastif.reporting.report_inference)."""
 
-from mastif.logsetup import log_to
+from mastif.core.logsetup import log_to
 
 log_to(snakemake.log[0])
 
@@ -9,10 +9,16 @@ from pathlib import Path
 
 import polars as pl
 
-from mastif.inference import independent_tasks
-from mastif.report import paper_tables, power_table, run_versions, versions_table, write_tables
-from mastif.report_inference import inference_notes, mixed_joint_table
-from mastif.stats_tables import (
+from mastif.analysis.inference import independent_tasks
+from mastif.reporting.report import (
+    paper_tables,
+    power_table,
+    run_versions,
+    versions_table,
+    write_tables,
+)
+from mastif.reporting.report_inference import inference_notes, mixed_joint_table
+from mastif.reporting.stats_tables import (
     effects_table,
     judge_gate,
     judge_validity_table,

@@ -20,12 +20,12 @@ from typing import Any, Protocol
 
 import httpx
 
-from mastif.config import GenerationSpec
+from mastif.core.config import GenerationSpec
+from mastif.core.trace import NodeOutput, ToolCall
+from mastif.frameworks.plan import PlannedNode, WorkflowPlan
 from mastif.protocols import ToolTransport
 from mastif.tasks import Task
 from mastif.tools import ToolResult
-from mastif.trace import NodeOutput, ToolCall
-from mastif.workflow import PlannedNode, WorkflowPlan
 
 
 @dataclass
@@ -46,7 +46,7 @@ class RunRecorder:
     origin: float = field(default_factory=time.perf_counter)
     #: (start, end) on the run's timeline (seconds since ``origin``) of the spans in which a
     #: framework built its objects for the run (:meth:`RunContext.setting_up`): set-up time,
-    #: reported apart from the agents' work (``wall_setup_s``, :mod:`mastif.timing`)
+    #: reported apart from the agents' work (``wall_setup_s``, :mod:`mastif.core.timing`)
     setup_spans: list[tuple[float, float]] = field(default_factory=list)
     #: the issue number of each entry of ``tool_calls`` (ascending)
     _issued: list[int] = field(default_factory=list, repr=False)
@@ -266,11 +266,11 @@ class FrameworkAdapter(Protocol):
 
     async def orchestrate(self, ctx: RunContext, dispatch: Dispatch) -> str:
         """Run the linear workflow with the framework's own construct (the same one ``run``
-        uses), every node visit being ``mastif.orchestration.visit_node(ctx, dispatch, node,
+        uses), every node visit being ``mastif.frameworks.orchestration.visit_node(ctx, dispatch, node,
         step)``: the framework orchestrates, the agents behind ``dispatch`` do the nodes'
         work (under ``a2a``: A2A requests to the node agents). Return the final answer.
 
         Optional for a plugin: without it, mastif's own orchestrator
-        (``mastif.orchestration.run_linear``) chains the visits under ``a2a``.
+        (``mastif.frameworks.orchestration.run_linear``) chains the visits under ``a2a``.
         """
         ...

@@ -9,7 +9,7 @@ round, until a node's ``stop_when`` matched or ``max_steps`` rounds are done; th
 after the loop ``@listen`` to its exit label. The flow's state holds the round, the node
 that just finished and the stop flag. A visit (``navigate``; ``observe`` and ``interact``
 once per round; ``report``) renders the node prompt with
-:func:`mastif.workflow.render_prompt` and runs the node's ``Agent`` on a ``Task`` whose
+:func:`mastif.frameworks.plan.render_prompt` and runs the node's ``Agent`` on a ``Task`` whose
 description is that prompt, in a one-task ``Crew(process=Process.sequential)``; the crew's
 raw output is the node output. The agents (one per node: role, goal and backstory name
 the node), their model clients and the tools are built once per run; the ``Task`` and its
@@ -138,12 +138,12 @@ from crewai.utilities.pydantic_schema_utils import create_model_from_schema  # n
 from crewai.utilities.task_output_storage_handler import TaskOutputStorageHandler  # noqa: E402
 from pydantic import PrivateAttr  # noqa: E402
 
+from mastif.core.provenance import PrivateMember, private_members_of  # noqa: E402
 from mastif.frameworks.base import Dispatch, RunContext  # noqa: E402
+from mastif.frameworks.orchestration import visit_node  # noqa: E402
+from mastif.frameworks.plan import PlannedNode, WorkflowPlan  # noqa: E402
 from mastif.frameworks.threadbridge import ThreadBridge  # noqa: E402
-from mastif.orchestration import visit_node  # noqa: E402
-from mastif.provenance import PrivateMember, private_members_of  # noqa: E402
 from mastif.tools import ToolResult  # noqa: E402
-from mastif.workflow import PlannedNode, WorkflowPlan  # noqa: E402
 
 
 class _NoApproximateCountWarning(logging.Filter):
@@ -801,7 +801,7 @@ _crewai = private_members_of("crewai")
 
 
 #: what this adapter overrides or calls of CrewAI that CrewAI does not promise: checked once
-#: per stack job, before any run (mastif.provenance.check_framework)
+#: per stack job, before any run (mastif.core.provenance.check_framework)
 PRIVATE_MEMBERS: tuple[PrivateMember, ...] = (
     _crewai(OpenAICompletion, "_build_sync_client",
             "overrides it to give each LLM a plain-HTTP client of its own"),
@@ -869,7 +869,7 @@ class _RunObjects:
 
 class CrewAIAdapter:
     name = "crewai"
-    #: the distributions a run uses (mastif.provenance): CrewAI's MCP client under mcp
+    #: the distributions a run uses (mastif.core.provenance): CrewAI's MCP client under mcp
     packages = ("crewai", "openai")
     mcp_packages = ("mcp",)
     private_members = PRIVATE_MEMBERS

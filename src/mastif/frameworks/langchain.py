@@ -48,7 +48,7 @@ same (no system prompt, one request per model turn).
 
 Under ``a2a`` the orchestrator agent runs the same LCEL runnable (:meth:`LangChainAdapter.
 orchestrate`): each node's runnable hands its visit to the node's agent as an A2A request
-(``mastif.orchestration.visit_node``) instead of invoking a local agent. A node agent (and a
+(``mastif.frameworks.orchestration.visit_node``) instead of invoking a local agent. A node agent (and a
 hierarchical decomposer/worker/synthesiser) runs its visit with
 :meth:`LangChainAdapter.run_node`: the node's agent invoked with the given prompt; the agents
 and tools are built once per run and reused by every visit. Building them and the runnable
@@ -79,6 +79,7 @@ from langchain_core.runnables import (
 from langchain_core.tools import BaseTool
 from langgraph.types import Command
 
+from mastif.core.trace import NodeOutput
 from mastif.frameworks.base import Dispatch, RunContext
 from mastif.frameworks.langgraph import (
     chat_model,
@@ -86,9 +87,8 @@ from mastif.frameworks.langgraph import (
     message_text,
     record_refused_calls,
 )
-from mastif.orchestration import visit_node
-from mastif.trace import NodeOutput
-from mastif.workflow import PlannedNode, WorkflowPlan, render_prompt
+from mastif.frameworks.orchestration import visit_node
+from mastif.frameworks.plan import PlannedNode, WorkflowPlan, render_prompt
 
 
 def _last_ai(messages: list[Any]) -> AIMessage | None:
@@ -148,7 +148,7 @@ def reply_text(result: dict[str, Any]) -> str:
 
 class LangChainAdapter:
     name = "langchain"
-    #: the distributions a run uses (mastif.provenance): create_agent builds a LangGraph graph
+    #: the distributions a run uses (mastif.core.provenance): create_agent builds a LangGraph graph
     packages = ("langchain", "langchain-core", "langgraph", "langchain-openai", "openai")
     mcp_packages = ("langchain-mcp-adapters", "mcp")
     #: no private member of LangChain or LangGraph is overridden or called

@@ -15,7 +15,7 @@ arguments that are not valid JSON) are recorded as failed calls by the model nod
 
 Under ``a2a`` the orchestrator agent runs the same graph (:meth:`LangGraphAdapter.
 orchestrate`): the same nodes, edges and loop routing, but each node's step is one A2A
-request to the node's agent (``mastif.orchestration.visit_node``) instead of model calls, so
+request to the node's agent (``mastif.frameworks.orchestration.visit_node``) instead of model calls, so
 it has no tool nodes. A node agent (and a hierarchical decomposer/worker/synthesiser) runs its
 visit with :meth:`LangGraphAdapter.run_node`: a one-node graph of the model-calling kind,
 compiled once per node and run. Building tools and graphs is timed as set-up
@@ -36,10 +36,10 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.prebuilt import ToolNode
 
+from mastif.core.trace import NodeOutput
 from mastif.frameworks.base import Dispatch, RunContext
-from mastif.orchestration import visit_node
-from mastif.trace import NodeOutput
-from mastif.workflow import PlannedNode, WorkflowPlan, render_prompt
+from mastif.frameworks.orchestration import visit_node
+from mastif.frameworks.plan import PlannedNode, WorkflowPlan, render_prompt
 
 
 class GraphState(TypedDict):
@@ -132,7 +132,7 @@ def record_refused_calls(ctx: RunContext, node: str, step: int, reply: AIMessage
 
 class LangGraphAdapter:
     name = "langgraph"
-    #: the distributions a run uses (mastif.provenance); under mcp also ``mcp_packages``
+    #: the distributions a run uses (mastif.core.provenance); under mcp also ``mcp_packages``
     packages = ("langgraph", "langchain-core", "langchain-openai", "openai")
     mcp_packages = ("langchain-mcp-adapters", "mcp")
     #: no private member of LangGraph or LangChain is overridden or called

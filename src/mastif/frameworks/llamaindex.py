@@ -56,10 +56,10 @@ from llama_index.core.workflow import Event, StartEvent, StopEvent, Workflow, st
 from llama_index.llms.openai_like import OpenAILike
 from llama_index.tools.mcp import BasicMCPClient, McpToolSpec
 
+from mastif.core.trace import NodeOutput
 from mastif.frameworks.base import Dispatch, RunContext
-from mastif.orchestration import visit_node
-from mastif.trace import NodeOutput
-from mastif.workflow import PlannedNode
+from mastif.frameworks.orchestration import visit_node
+from mastif.frameworks.plan import PlannedNode
 
 #: how many runs' LLMs and tools one adapter (one stack job) keeps for ``run_node``
 RUN_CACHE = 64
@@ -287,7 +287,7 @@ class LinearWorkflow(Workflow):
 
 class LlamaIndexAdapter:
     name = "llamaindex"
-    #: the distributions a run uses (mastif.provenance); under mcp also ``mcp_packages``
+    #: the distributions a run uses (mastif.core.provenance); under mcp also ``mcp_packages``
     packages = (
         "llama-index-core",
         "llama-index-workflows",

@@ -19,7 +19,7 @@ Orchestration. The workflow is an SK process (the Process Framework, experimenta
 (``start``). Each step emits an event its edges route: DONE to the next node, CONTINUE to the
 next loop node (the last one's to the first, with the next round's step), STOP out of the
 loop (a ``stop_when`` match, or the last round done) — the rules of
-``mastif.workflow.drive_workflow``; the final answer is the last node output. The process
+``mastif.frameworks.plan.drive_workflow``; the final answer is the last node output. The process
 runs on a kernel of its own (SK's runtime adds each step to its kernel as a plugin, which
 automatic function calling would offer the model as tools). The history every prompt shows
 is the run's (``WorkflowRun``), not the process's.
@@ -96,11 +96,11 @@ from semantic_kernel.processes.kernel_process import (
 )
 from semantic_kernel.processes.local_runtime.local_kernel_process import start
 
+from mastif.core.provenance import PrivateMember, private_members_of
+from mastif.core.trace import NodeOutput
 from mastif.frameworks.base import Dispatch, RunContext
-from mastif.orchestration import visit_node
-from mastif.provenance import PrivateMember, private_members_of
-from mastif.trace import NodeOutput
-from mastif.workflow import PlannedNode, WorkflowPlan
+from mastif.frameworks.orchestration import visit_node
+from mastif.frameworks.plan import PlannedNode, WorkflowPlan
 
 #: the plugin holding the tools; SK offers each as ``<plugin>-<tool>`` (its own naming)
 PLUGIN_NAME = "mastif_tools"
@@ -322,7 +322,7 @@ def next_event(
 ) -> tuple[NodeEvents, int]:
     """The event a node emits after a visit, and the step of the visit it starts.
 
-    The rules of :func:`mastif.workflow.drive_workflow`: a ``stop_when`` match ends the loop
+    The rules of :func:`mastif.frameworks.plan.drive_workflow`: a ``stop_when`` match ends the loop
     at once, and the loop ends after ``max_steps`` rounds.
     """
     if node not in plan.loop:
@@ -406,7 +406,7 @@ _sk = private_members_of("semantic-kernel")
 
 #: what this adapter overrides, calls or patches of Semantic Kernel (and of the MCP session
 #: it opens) that they do not promise: checked once per stack job, before any run
-#: (mastif.provenance.check_framework)
+#: (mastif.core.provenance.check_framework)
 PRIVATE_MEMBERS: tuple[PrivateMember, ...] = (
     _sk(OpenAIChatCompletion, "_get_function_call_from_chat_choice",
         "overrides it to drop a legacy function_call beside tool_calls"),
@@ -419,7 +419,7 @@ PRIVATE_MEMBERS: tuple[PrivateMember, ...] = (
 
 class SemanticKernelAdapter:
     name = "semantic_kernel"
-    #: the distributions a run uses (mastif.provenance): SK's MCP plugin under mcp
+    #: the distributions a run uses (mastif.core.provenance): SK's MCP plugin under mcp
     packages = ("semantic-kernel", "openai")
     mcp_packages = ("mcp",)
     private_members = PRIVATE_MEMBERS

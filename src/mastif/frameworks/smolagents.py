@@ -6,7 +6,7 @@ a fixed node sequence with a bounded loop (navigate, then observe and interact f
 ``max_steps`` rounds, leaving when ``stop_when`` matches, then report) without letting the
 model choose the order and without extra model calls for the manager. So the adapter
 drives the node sequence itself with a small loop (:meth:`SmolagentsAdapter.run`, the same
-rules as :func:`mastif.workflow.drive_workflow`), and each node visit is one
+rules as :func:`mastif.frameworks.plan.drive_workflow`), and each node visit is one
 ``ToolCallingAgent.run`` -- smolagents' own step loop (``MultiStepAgent._run_stream``):
 model call, tool calls, observation, next step, until a final answer or ``max_steps``.
 One agent per workflow node, each with its own ``OpenAIModel`` at the node's gateway URL,
@@ -89,12 +89,12 @@ from smolagents.models import ChatMessage, ChatMessageToolCall, ChatMessageToolC
 from smolagents.monitoring import LogLevel, TokenUsage
 from smolagents.utils import AgentError, AgentGenerationError
 
+from mastif.core.provenance import PrivateMember, private_members_of
 from mastif.frameworks.base import Dispatch, RunContext
+from mastif.frameworks.orchestration import visit_node as render_and_visit
+from mastif.frameworks.plan import PlannedNode
 from mastif.frameworks.threadbridge import RunCancelled, ThreadBridge
-from mastif.orchestration import visit_node as render_and_visit
-from mastif.provenance import PrivateMember, private_members_of
 from mastif.tools import ToolResult
-from mastif.workflow import PlannedNode
 
 FINAL_ANSWER = "final_answer"
 
@@ -545,7 +545,7 @@ class _RunObjects:
 
 class SmolagentsAdapter:
     name = "smolagents"
-    #: the distributions a run uses (mastif.provenance): smolagents' MCP client under mcp
+    #: the distributions a run uses (mastif.core.provenance): smolagents' MCP client under mcp
     packages = ("smolagents", "openai")
     mcp_packages = ("mcpadapt", "mcp")
     private_members = PRIVATE_MEMBERS

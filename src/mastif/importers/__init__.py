@@ -1,6 +1,6 @@
 """Importers: results of other tools as mastif's runs and tasks tables.
 
-Each importer turns another tool's log into rows of :data:`mastif.trace.RUN_SCHEMA` (one per
+Each importer turns another tool's log into rows of :data:`mastif.core.trace.RUN_SCHEMA` (one per
 run, ``origin`` naming the source) and a task table of :data:`mastif.tasks.TASK_SCHEMA`, so
 the judge, values, metrics and statistics stages run on results mastif did not produce.
 Pure functions: no Snakemake, no model, no network. See ``docs/import.md``.

@@ -48,10 +48,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
-from mastif.atomic import write_atomically
-from mastif.config import Stack
+from mastif.core.atomic import write_atomically
+from mastif.core.config import Stack
+from mastif.core.trace import NodeOutput, RunTrace, ToolCall, runs_to_table
 from mastif.tasks import Task, tasks_to_frame
-from mastif.trace import NodeOutput, RunTrace, ToolCall, runs_to_table
 
 #: ``origin`` of every imported run
 ORIGIN = "mastif_log"
@@ -371,7 +371,7 @@ class ImportedLog:
         return [r for r in self.runs if (r.model, r.protocol, r.framework) == astuple(stack)]
 
     def runs_table(self, stack: Stack | None = None) -> pa.Table:
-        """The runs (of one stack, or all) in :data:`mastif.trace.RUN_SCHEMA`."""
+        """The runs (of one stack, or all) in :data:`mastif.core.trace.RUN_SCHEMA`."""
         return runs_to_table(self.runs if stack is None else self.runs_of(stack))
 
     def tasks_frame(self) -> pl.DataFrame:

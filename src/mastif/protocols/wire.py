@@ -37,22 +37,21 @@ measured bytes.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import hmac
 import json
 import secrets
-import socket
 import ssl
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
-from contextlib import asynccontextmanager, nullcontext
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
-import uvicorn
+
+from mastif.core.server import serving_in_loop
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -387,52 +386,19 @@ def scope_run(scope: Scope) -> tuple[str, str]:
         raise LookupError("request did not come through /r/{run_id}/{node}/") from None
 
 
-class _QuietServer(uvicorn.Server):
-    """uvicorn without its own signal handling: the job's SIGTERM handler stays in charge."""
-
-    def capture_signals(self) -> Any:  # type: ignore[override]
-        return nullcontext()
-
-
 @asynccontextmanager
 async def serve_asgi(app: ASGIApp, name: str, key: LoopbackKey) -> AsyncIterator[str]:
     """Serve ``app`` on a free loopback port in the running loop; yield ``http://127.0.0.1:PORT``.
 
     Only requests carrying ``key`` reach ``app`` (:class:`RequireKey`); ``key.origin`` is
-    the yielded address, where the key's clients send it. The server stops when the block
-    exits, whatever happened inside it.
+    the yielded address, where the key's clients send it. The server
+    (:func:`mastif.core.server.serving_in_loop`: no lifespan events, the protocol's context
+    manager owns the app's start-up and shut-down) stops when the block exits, whatever
+    happened inside it.
     """
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    # accepted connections inherit it: a response written in pieces must not wait for the
-    # client's delayed ACK (Nagle), which added ~40 ms to every A2A exchange on loopback
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    # no lifespan events: the protocol's context manager owns the app's start-up and shut-down
-    config = uvicorn.Config(
-        RequireKey(app, key),
-        log_level="warning",
-        lifespan="off",
-        access_log=False,
-        timeout_graceful_shutdown=2,
-    )
-    server = _QuietServer(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]), name=f"{name}-server")
-    try:
-        while not server.started:
-            if task.done():
-                task.result()  # raises the start-up error
-                raise RuntimeError(f"{name} server stopped during start-up")
-            await asyncio.sleep(0.01)
+    async with serving_in_loop(RequireKey(app, key), name) as port:
         key.origin = f"http://127.0.0.1:{port}"
-        yield key.origin
-    finally:
-        key.origin = ""  # the port may be someone else's next
-        server.should_exit = True
         try:
-            await asyncio.wait_for(asyncio.shield(task), timeout=5)
-        except (TimeoutError, asyncio.CancelledError):
-            task.cancel()
+            yield key.origin
         finally:
-            sock.close()
+            key.origin = ""  # the port may be someone else's next

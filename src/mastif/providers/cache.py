@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from mastif.atomic import write_atomically
+from mastif.core.atomic import write_atomically
 
 
 class ResponseCache:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from mastif.config import ModelSpec
+from mastif.core.config import ModelSpec
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ Every framework is pointed at ``{gateway}/r/{run_id}/{node}/v1``. The gateway
   sandbox's ``127.0.0.1:PORT``), so a run's prompts are the same bytes in every job and a
   seeded model takes the same path; answers get the real string back,
 * splits each call's latency into upstream time, queueing for a slot of the limit and
-  back-off between retries (:class:`CallClock`), for :func:`mastif.timing.decompose`,
+  back-off between retries (:class:`CallClock`), for :func:`mastif.core.timing.decompose`,
 * bounds each call (queue, attempts and back-off together) by ``call_timeout_s``
   (``generation.request_timeout_s``), answering 504 with a recorded error when it is over;
   ``request_timeout_s`` (``models.<id>.options.request_timeout_s``) bounds one attempt.
@@ -58,20 +58,19 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import httpx
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential_jitter
 
+from mastif.core.server import ServerThread
+from mastif.core.timing import InFlight
+from mastif.core.trace import LLMCall
 from mastif.providers.cache import ResponseCache
 from mastif.providers.endpoint import Endpoint
 from mastif.providers.forced_choice import ForcedChoice
-from mastif.providers.local import free_port
 from mastif.providers.scripted import NODE_HEADER
-from mastif.timing import InFlight
-from mastif.trace import LLMCall
 
 #: a 429's Retry-After longer than this is capped (a run has its own total timeout)
 MAX_RETRY_AFTER_S = 120.0
@@ -327,8 +326,7 @@ class Gateway:
         #: calls of each run still in the gateway
         self._in_flight: dict[str, set[CallClock]] = defaultdict(set)
         self._lock = threading.Lock()
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._server: ServerThread | None = None
         self._client: httpx.AsyncClient | None = None
 
     # -- run bookkeeping (called from the runner's thread) ------------------------------
@@ -613,24 +611,14 @@ class Gateway:
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
-        self.port = free_port()
-        config = uvicorn.Config(
-            self._app(), host="127.0.0.1", port=self.port, log_level="warning", lifespan="on"
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name="mastif-gateway", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 15
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("gateway did not start")
-            time.sleep(0.02)
+        # lifespan on: the app's upstream clients open and close with the server
+        self._server = ServerThread(self._app(), "gateway", lifespan="on").start()
+        assert self._server.port is not None
+        self.port = self._server.port
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+            self._server.stop()
 
     def __enter__(self) -> Gateway:
         self.start()

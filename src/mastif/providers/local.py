@@ -31,7 +31,7 @@ from types import TracebackType
 
 import httpx
 
-from mastif.config import ModelSpec
+from mastif.core.config import ModelSpec
 
 #: a bundled model requantised to Q8_0 (:mod:`mastif.providers.requantise`) -> its source key.
 #: Only SmolLM2: this machine's CPU evaluates its prompts ~1.9x faster from Q8_0; Gemma-3-270M

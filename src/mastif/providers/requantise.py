@@ -22,8 +22,8 @@ import hashlib
 import logging
 from pathlib import Path
 
-from mastif.atomic import write_atomically
-from mastif.paths import cache_dir
+from mastif.core.atomic import write_atomically
+from mastif.core.paths import cache_dir
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ from typing import Any
 
 import orjson
 
-from mastif.atomic import write_atomically
-from mastif.paths import cache_dir
+from mastif.core.atomic import write_atomically
+from mastif.core.paths import cache_dir
 from mastif.tasks.model import Task
 from mastif.tasks.records import RecordError, tasks_from_records
 

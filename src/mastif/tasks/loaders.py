@@ -9,7 +9,7 @@ Parquet table read through a column mapping, :mod:`mastif.tasks.records`),
 (the Hugging Face hub, :mod:`mastif.tasks.hub`). A bad task set must stop a run
 before any model is called, so every problem is reported with the file and line it came
 from, including a task whose success ``check`` is malformed (checked with
-:func:`mastif.sandbox.checks.validate_check` at load, not first at scoring time).
+:func:`mastif.tasks.checks.validate_check` at load, not first at scoring time).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from mastif.paths import resources_dir
+from mastif.core.paths import resources_dir
 from mastif.tasks.files import TableError, read_records
 from mastif.tasks.hub import HubError, load_mind2web
 from mastif.tasks.model import Task
@@ -139,7 +139,7 @@ def _read_jsonl(file: Path) -> list[Task]:
 def _read_jsonl_lines(file: Path) -> list[tuple[int, Task]]:
     """:func:`_read_jsonl` with each task's line number (for errors that span files)."""
     # imported here: the sandbox package imports this module (for resources_dir)
-    from mastif.sandbox.checks import validate_check
+    from mastif.tasks.checks import validate_check
 
     try:
         text = file.read_text(encoding="utf-8")

@@ -98,7 +98,7 @@ class Task(BaseModel):
     level: Level | None
     #: where the agent starts: a path on the offline sandbox (``/shop/``) or an absolute URL
     start_url: str | None = None
-    #: the programmatic success check (see :mod:`mastif.sandbox.checks`); ``None``: the
+    #: the programmatic success check (see :mod:`mastif.tasks.checks`); ``None``: the
     #: task has none and its runs get no ``success`` value
     check: dict[str, Any] | None = None
 

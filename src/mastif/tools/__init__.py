@@ -2,7 +2,7 @@
 
 The built-in tools need nothing from outside and are in :data:`REGISTRY`. The web and
 knowledge tools are bound to a stack job's web environment (the sandbox or the live web,
-its browser and URL policy) and are built by :meth:`mastif.webenv.WebEnvironment.tools`,
+its browser and URL policy) and are built by :meth:`mastif.execution.webenv.WebEnvironment.tools`,
 which the runner uses for every stack; either way the same name always means the same
 implementation, description and schema whatever the framework or protocol.
 """

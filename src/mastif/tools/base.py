@@ -16,7 +16,7 @@ from typing import Any
 
 import jsonschema
 
-from mastif.textclip import head_at_word
+from mastif.core.textclip import head_at_word
 
 #: Longest output handed back to the model; tiny models have tiny context windows.
 MAX_OUTPUT_CHARS = 8000
@@ -36,7 +36,7 @@ def object_schema(properties: dict[str, dict[str, Any]], required: list[str]) ->
 def truncate_output(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
     """Cap output length, saying how much was dropped so the model knows it is partial.
 
-    The cut falls between words (:func:`mastif.textclip.head_at_word`): a page listing cut
+    The cut falls between words (:func:`mastif.core.textclip.head_at_word`): a page listing cut
     inside the sandbox's ``127.0.0.1:PORT`` would differ between stack jobs past the
     response cache's stand-in for it."""
     if len(text) <= limit:

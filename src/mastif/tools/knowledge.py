@@ -6,7 +6,7 @@ NCBI E-utilities, YouTube through ``youtube-transcript-api``, any PDF URL) and t
 answer into compact plain text a small model can read. Where the service lives is a
 :class:`KnowledgeEndpoints` value: the defaults are the public hosts, and
 :meth:`KnowledgeEndpoints.sandbox` points every tool at the offline sandbox's mimics
-(:mod:`mastif.sandbox.mimic`), which serve the same formats — so the parsing below is
+(:mod:`mastif.web.mimic`), which serve the same formats — so the parsing below is
 the code that runs live, not a test double.
 
 Every request goes through :class:`~mastif.tools.http.HttpFetcher` (SSRF policy on every
@@ -66,7 +66,7 @@ class KnowledgeEndpoints:
 
     @classmethod
     def sandbox(cls, base_url: str) -> KnowledgeEndpoints:
-        """The mimics mounted by :func:`mastif.sandbox.mimic.mimic_routes` at ``base_url``."""
+        """The mimics mounted by :func:`mastif.web.mimic.mimic_routes` at ``base_url``."""
         base = base_url.rstrip("/")
         return cls(
             wikipedia=f"{base}/api/wikipedia",

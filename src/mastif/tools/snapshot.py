@@ -16,7 +16,7 @@ import json
 import re
 from typing import Any
 
-from mastif.textclip import head_at_word
+from mastif.core.textclip import head_at_word
 from mastif.tools.base import ToolError, truncate_output
 
 #: how many links / fields / buttons a page listing shows

@@ -10,9 +10,9 @@ over the plan, as a framework without a workflow construct of its own would have
 from __future__ import annotations
 
 import httpx
+from mastif.workflow import PlannedNode, drive_workflow, render_prompt
 
 from mastif.frameworks.base import RunContext
-from mastif.workflow import PlannedNode, drive_workflow, render_prompt
 
 
 class TinyAdapter:

@@ -1,0 +1,237 @@
+"""One overall test per factor and per interaction, per metric (issue 38, item 6).
+
+A coefficient of :mod:`mastif.analysis.mixed` (treatment coding, full interaction model) is a simple
+effect at the reference cell: ``framework[T.langgraph]`` compares langgraph with the
+reference framework *at the reference model and protocol only*. Whether a factor matters at
+all is a joint question over all its levels, answered here with one test per term (each
+factor with two or more levels, and each interaction of them) per metric, written to
+``results/stats/mixed_joint.parquet`` (:data:`MIXED_JOINT_SCHEMA`, docs/data.md). The
+coefficients stay in :mod:`mastif.analysis.mixed` as effect sizes.
+
+Why a task-level test. Every stack runs the same tasks, so the task is the independent unit:
+an experiment has 10-20 of them, however many runs. The model-based joint tests used before
+(likelihood ratio of the ML-fitted LMM for CT and V; Wald tests of the GEE coefficients with
+the Mancl-DeRouen bias-reduced sandwich and an F(df, n_tasks - 1) reference for success and
+the judge scores) are anti-conservative with that few clusters. Measured with
+bench/joint_power.py (36 stacks, 60 null experiments, alpha 0.05): GEE Wald false-positive
+rates of 0.12-0.15 for main effects and 0.38 for model:framework at 10 tasks, 0.43-0.50 for
+the three-way term at 10-20 tasks; the LR test of the three-way term 0.15 at 10 tasks.
+
+The test (column ``test`` = ``Hotelling``): the repeated-measures, multivariate Wald test.
+
+1. Per task t, the cell means m_t of the metric over the design (every combination of the
+   active factors' levels; repeats averaged; CT and V on the log scale, success 0/1, the
+   judge scores as numbers; the runs of :func:`mastif.analysis.mixed._response`).
+2. For a term, the per-task contrast vector d_t = L m_t with L = K_1 (x) K_2 (x) ... (one
+   Kronecker factor per active factor, in FACTORS order): K = C, an orthonormal Helmert
+   contrast matrix ((k-1) x k), for the term's factors and the averaging row (1/k) 1' for the
+   others. So a main effect is the factor's effect averaged over the other factors (the
+   balanced-design Type III contrast), an interaction the interaction contrasts averaged over
+   the remaining factor. p = df = the number of rows of L = prod(k - 1).
+3. Hotelling's T^2 = n dbar' S^-1 dbar over the n tasks (S the sample covariance of the d_t),
+   and statistic = F = (n - p) / (p (n - 1)) T^2, exactly F(p, n - p) under the null when
+   the d_t are iid multivariate normal. The statistic is invariant to the choice of contrast
+   basis C. In the same bench (1,000 experiments per cell, 10 and 20 tasks): 0.048 of the
+   true nulls rejected, pooled over 50 cells, none of them above 0.073.
+
+Assumptions: tasks independent (they are the sampling unit); the task-level contrasts d_t
+approximately multivariate normal (each is an average over the other factors' cells, so a
+binary metric is less discrete than a single run); an exchangeable, balanced design (every
+stack on every task). A task missing some cell (no run of a stack, or only null values of the
+metric) is left out of every term, with the count in the note. A term needs n > p tasks
+(the three-way term of 3 models x 3 protocols x 4 frameworks, df 12, needs 13) and a
+covariance of full rank (no contrast constant over the tasks); otherwise statistic and p are
+null and the note says why. Below ``stats.min_n`` tasks (with every cell) nothing is tested:
+each term's row has its df and null statistic and p, and the note is
+:func:`mastif.analysis.inference.small_sample_reason`'s sentence.
+
+``p_adjusted``: the p-values of one metric's joint tests form a family, adjusted by
+``stats.family_adjust`` (Holm or Benjamini-Hochberg).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from mastif.analysis.inference import small_sample_reason
+from mastif.analysis.mixed import GROUP, MODEL_KINDS, _active_factors, _Insufficient, _response
+from mastif.analysis.stats import adjust_family
+
+#: the table's columns (fixed, also when empty)
+MIXED_JOINT_SCHEMA: dict[str, pl.DataType] = {
+    "metric": pl.String(),
+    "term": pl.String(),
+    "test": pl.String(),
+    "df": pl.Int64(),
+    "statistic": pl.Float64(),
+    "p_value": pl.Float64(),
+    "p_adjusted": pl.Float64(),
+    "n_tasks": pl.Int64(),
+    "note": pl.String(),
+}
+
+HOTELLING = "Hotelling"
+
+_SCALE = {
+    "lmm": "per-task cell means of log {metric}",
+    "gee_binomial": "per-task cell means of {metric} (0/1)",
+    "ordinal_gee": "per-task cell means of the {metric} score",
+}
+_METHOD = "Hotelling T2 on the tasks' contrasts ({scale}, repeats averaged); F(df, n_tasks - df)"
+
+
+def _terms(active: Sequence[str]) -> list[tuple[str, ...]]:
+    """Every main effect and interaction of ``active``, mains first."""
+    return [c for k in range(1, len(active) + 1) for c in itertools.combinations(active, k)]
+
+
+def _term_name(term: tuple[str, ...]) -> str:
+    return ":".join(term)
+
+
+def helmert(k: int) -> np.ndarray:
+    """The orthonormal Helmert contrasts of ``k`` levels: (k - 1) x k, rows orthonormal and
+    orthogonal to the ones vector."""
+    c = np.zeros((k - 1, k))
+    for j in range(1, k):
+        c[j - 1, :j] = 1.0
+        c[j - 1, j] = -float(j)
+        c[j - 1] /= math.sqrt(j * (j + 1))
+    return c
+
+
+def contrast_matrix(levels: Sequence[int], in_term: Sequence[bool]) -> np.ndarray:
+    """L = K_1 (x) K_2 (x) ...: Helmert contrasts for the term's factors, the averaging row for
+    the others; columns in the lexicographic order of the cells (first factor outermost)."""
+    out = np.ones((1, 1))
+    for k, t in zip(levels, in_term, strict=True):
+        out = np.kron(out, helmert(k) if t else np.full((1, k), 1.0 / k))
+    return out
+
+
+def hotelling(d: np.ndarray) -> tuple[float | None, float | None, str | None]:
+    """(F, p, None) of H0: E d_t = 0 for the rows d_t of ``d`` (n x p); else (None, None, why)."""
+    from scipy import stats as st
+
+    n, p = d.shape
+    if n <= p:
+        return None, None, (
+            f"needs at least df + 1 = {p + 1} tasks with every cell, has {n}: the "
+            "covariance of the task-level contrasts cannot be estimated"
+        )  # fmt: skip
+    dbar = d.mean(axis=0)
+    centred = d - dbar
+    sv = np.linalg.svd(centred, compute_uv=False)
+    scale = max(float(np.abs(d).max()), 1e-300)
+    if sv.size == 0 or sv[0] <= 1e-12 * scale:
+        return None, None, "no variation of the term's contrasts over the tasks; nothing to test"
+    rank = int((sv > sv[0] * max(n, p) * np.finfo(float).eps).sum())
+    if rank < p:
+        return None, None, (
+            f"no variation in {p - rank} of the term's {p} contrast directions over the "
+            f"{n} tasks (covariance of rank {rank}): not testable"
+        )  # fmt: skip
+    s = centred.T @ centred / (n - 1)
+    t2 = float(n * dbar @ np.linalg.solve(s, dbar))
+    f = (n - p) / (p * (n - 1)) * t2
+    pv = float(st.f.sf(f, p, n - p))
+    return _float(f), (pv if math.isfinite(pv) else None), None
+
+
+def _row(metric: str, term: str | None, df: int | None, n_tasks: int | None, note: str,
+         statistic: float | None = None, p: float | None = None) -> dict[str, Any]:  # fmt: skip
+    return {
+        "metric": metric,
+        "term": term,
+        "test": HOTELLING,
+        "df": df,
+        "statistic": statistic,
+        "p_value": p,
+        "p_adjusted": None,
+        "n_tasks": n_tasks,
+        "note": note,
+    }
+
+
+def cell_means(
+    data: pl.DataFrame, active: Sequence[str]
+) -> tuple[np.ndarray, list[int], list[str], int]:
+    """(tasks x cells matrix of the tasks with every cell, levels per factor, those tasks, the
+    number of tasks left out for a missing cell). Cells in lexicographic order of the sorted
+    levels, first factor outermost (as :func:`contrast_matrix`)."""
+    levels = [sorted(data[f].unique().to_list()) for f in active]
+    means = data.group_by(GROUP, *active).agg(pl.col("y").mean())
+    cells = list(itertools.product(*levels))
+    index = {c: i for i, c in enumerate(cells)}
+    tasks = sorted(means[GROUP].unique().to_list())
+    row_of = {t: i for i, t in enumerate(tasks)}
+    m = np.full((len(tasks), len(cells)), np.nan)
+    for rec in means.iter_rows():
+        m[row_of[rec[0]], index[tuple(rec[1:-1])]] = rec[-1]
+    complete = ~np.isnan(m).any(axis=1)
+    kept = [t for t, ok in zip(tasks, complete, strict=True) if ok]
+    return m[complete], [len(lv) for lv in levels], kept, int((~complete).sum())
+
+
+def joint_metric(run_table: pl.DataFrame, metric: str, min_n: int = 5) -> list[dict[str, Any]]:
+    """The joint-test rows of one metric (unadjusted); never raises on data."""
+    kind = MODEL_KINDS[metric]
+    try:
+        data, notes = _response(run_table, metric)
+        if data.height == 0:
+            raise _Insufficient(f"no {metric} values")
+        active, dropped = _active_factors(data)
+        if not active:
+            raise _Insufficient("no factor has two levels")
+    except _Insufficient as exc:
+        return [_row(metric, None, None, None, f"insufficient: {exc}")]
+    terms = _terms(active)
+    m, levels, tasks, n_incomplete = cell_means(data, active)
+    n_tasks = len(tasks)
+    dfs = {t: int(np.prod([levels[active.index(f)] - 1 for f in t])) for t in terms}
+    if n_incomplete:
+        notes = [*notes, f"{n_incomplete} task(s) without a {metric} value in every cell left out"]
+    reason = small_sample_reason(n_tasks, min_n)
+    if reason is None and data["y"].n_unique() < 2:
+        reason = f"insufficient: every {metric} value is the same; nothing to test"
+    if reason is not None:
+        note = "; ".join([reason, *notes])
+        return [_row(metric, _term_name(t), dfs[t], n_tasks, note) for t in terms]
+    method = _METHOD.format(scale=_SCALE[kind].format(metric=metric))
+    rows = []
+    for t in terms:
+        lmat = contrast_matrix(levels, [f in t for f in active])
+        f, p, why = hotelling(m @ lmat.T)
+        note = "; ".join([method if why is None else f"insufficient: {why}", *dropped, *notes])
+        rows.append(_row(metric, _term_name(t), dfs[t], n_tasks, note, f, p))
+    return rows
+
+
+def _float(x: Any) -> float | None:
+    if x is None:
+        return None
+    f = float(x)
+    return f if math.isfinite(f) else None
+
+
+def joint_tests(
+    run_table: pl.DataFrame,
+    *,
+    metrics: Sequence[str] | None = None,
+    min_n: int = 5,
+    family_adjust: str = "holm",
+) -> pl.DataFrame:
+    """``results/stats/mixed_joint.parquet``: per metric of :data:`mastif.analysis.mixed.MODEL_KINDS`,
+    one Hotelling test per factor and interaction; ``p_adjusted`` within each metric's family."""
+    if family_adjust not in ("holm", "fdr_bh"):
+        raise ValueError(f"family_adjust must be holm or fdr_bh, not {family_adjust!r}")
+    rows: list[dict[str, Any]] = []
+    for metric in metrics if metrics is not None else MODEL_KINDS:
+        rows.extend(adjust_family(joint_metric(run_table, metric, min_n), family_adjust))
+    return pl.DataFrame(rows, schema=MIXED_JOINT_SCHEMA, orient="row")

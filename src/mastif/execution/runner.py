@@ -1,0 +1,537 @@
+"""Run one stack over its tasks: one row per run, whatever happens.
+
+For a stack (model, protocol, framework) the runner opens the model endpoint (starting a
+local server if needed), puts our gateway in front of it, opens the protocol with the
+configured tools, and runs the framework on every task with a wall-clock timeout. Each
+finished run is appended to a checkpoint file at once, so an interrupted job resumes
+without redoing or duplicating finished runs. A failed run is a row with a classified
+error, never a crash of the stack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import re
+import signal
+import sys
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+from tqdm import tqdm
+
+from mastif.core.atomic import append_lines, read_json_lines
+from mastif.core.config import ExperimentConfig, Stack
+from mastif.core.logsetup import log_to
+from mastif.core.provenance import check_framework, collect_provenance
+from mastif.core.timing import decompose
+from mastif.core.trace import RunTrace, usage_totals
+from mastif.execution.budget import BudgetGate, BudgetReached, run_bounds
+from mastif.execution.webenv import WebEnvironment, open_web_environment
+from mastif.frameworks import FrameworkAdapter, RunContext, RunRecorder, get_framework
+from mastif.frameworks.base import GatewayClients
+from mastif.frameworks.orchestration import (
+    ORCHESTRATOR,
+    a2a_agent_specs,
+    orchestrate_over_a2a,
+    run_workflow,
+    submit_over_a2a,
+)
+from mastif.frameworks.plan import WorkflowPlan, plan_workflow
+from mastif.protocols import StackProtocol, open_protocol
+from mastif.providers import Gateway, open_endpoint
+from mastif.providers.cache import ResponseCache
+from mastif.tasks import Task
+
+log = logging.getLogger(__name__)
+
+
+def run_fingerprint(config: ExperimentConfig, stack: Stack, plan: WorkflowPlan) -> str:
+    """What must be equal for a checkpointed run to count as already done."""
+    model = config.models[stack.model]
+    parts = {
+        "experiment": config.experiment,
+        "generation": config.generation.model_dump(),
+        "tools": list(config.tools),
+        "web": [config.web, config.web_options.model_dump()],
+        "prompts": plan.prompt_hashes(),
+        "workflow": [n.spec.model_dump() for n in plan.nodes],
+        "shape": [plan.shape, plan.max_subtasks],
+        "prompt_format": plan.prompt_format,
+        # the price only prices a run afterwards (metrics), it does not shape it; nor do a
+        # local server's threads (the same run on 1 and 2 threads gave the same tokens), so
+        # a job with other threads (--set-threads) resumes the same runs
+        "model": model.model_dump(exclude={"price": True, "options": {"n_threads"}}),
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def make_run_id(stack: Stack, task_id: str, fingerprint: str, repeat: int = 0) -> str:
+    """A run's identity: stack, task, repeat and the hash of all that shapes the run.
+
+    Repeat 0 keeps the key it had before repeats existed, so older checkpoints still count.
+    """
+    key = f"{stack.path}|{task_id}|{fingerprint}" + (f"|{repeat}" if repeat else "")
+    return hashlib.sha256(key.encode()).hexdigest()[:20]
+
+
+@dataclass(frozen=True)
+class RunUnit:
+    """One run to do: a task, its repeat number and its id."""
+
+    task: Task
+    repeat: int
+    run_id: str
+
+
+def plan_runs(
+    stack: Stack, tasks: list[Task], repeats: int, fingerprint: str, shard: tuple[int, int]
+) -> list[RunUnit]:
+    """The runs of shard ``k`` of ``n`` (1-based): every n-th of the stack's runs in
+    (repeat, task) order, so every shard gets a share of every repeat."""
+    k, n = shard
+    if not 1 <= k <= n:
+        raise ValueError(f"shard {k} of {n}: need 1 <= k <= n")
+    units = [
+        RunUnit(t, r, make_run_id(stack, t.task_id, fingerprint, r))
+        for r in range(repeats)
+        for t in tasks
+    ]
+    return units[k - 1 :: n]
+
+
+def classify_error(exc: BaseException) -> tuple[str, str]:
+    """(status, error_class) for an exception that ended a run."""
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError, openai.APITimeoutError)):
+        return "timeout", "timeout"
+    if isinstance(exc, openai.APIStatusError):
+        if exc.status_code >= 500 or exc.status_code == 429:
+            return "error", "provider_error"
+        return "error", "provider_bad_request"
+    if isinstance(exc, (openai.APIConnectionError, httpx.TransportError)):
+        return "error", "provider_unreachable"
+    if type(exc).__name__ == "GraphRecursionError":
+        return "error", "workflow_error"
+    if type(exc).__name__ == "A2ATaskFailed":  # by name: a2a-sdk loads only under a2a
+        # the agent classified its failure where it happened (see DelegatedWorkFailed)
+        found = re.search(r"\[(error|timeout)/(\w+)\]", str(exc))
+        return (found.group(1), found.group(2)) if found else ("error", "agent_error")
+    return "error", "framework_error"
+
+
+class DelegatedWorkFailed(RuntimeError):
+    """An A2A agent's work failed; the message carries the classification for the orchestrator."""
+
+
+class Checkpoint:
+    """Append-only JSONL of finished runs, one file per shard job; survives a killed job.
+
+    It lives outside Snakemake's declared outputs, so a killed or failed job keeps it.
+    :meth:`load` reads every ``*.jsonl`` beside ``path`` (the stack's other shards, also
+    under an earlier shard count), so a finished run is found wherever it was written.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def load(self) -> dict[str, RunTrace]:
+        done: dict[str, RunTrace] = {}
+        if not self.path.parent.is_dir():
+            return done
+        for path in sorted(self.path.parent.glob("*.jsonl")):
+            # a torn last line from a kill mid-write is skipped: that run is redone
+            for record in read_json_lines(path)[0]:
+                try:
+                    trace = RunTrace.from_record(record)
+                except (TypeError, KeyError, ValueError, AttributeError):
+                    continue  # not a run this version wrote: redone
+                done[trace.run_id] = trace
+        return done
+
+    def append(self, trace: RunTrace) -> None:
+        append_lines(self.path, trace.to_json().encode() + b"\n")
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+async def _run_task(
+    config: ExperimentConfig,
+    stack: Stack,
+    unit: RunUnit,
+    plan: WorkflowPlan,
+    gateway: Gateway,
+    protocol: StackProtocol,
+    framework: FrameworkAdapter,
+    web: WebEnvironment,
+    http: GatewayClients | None = None,
+    versions: dict[str, Any] | None = None,
+) -> RunTrace:
+    """One run; ``versions``: the job's provenance columns (:mod:`mastif.core.provenance`)."""
+    task, run_id = unit.task, unit.run_id
+    recorder = RunRecorder()
+    # each repeat is its own sample: the seed moves with the repeat
+    gen = config.generation.model_copy(update={"seed": config.generation.seed + unit.repeat})
+    ctx = RunContext(
+        run_id=run_id,
+        # the start page as this run's absolute URL (sandbox paths resolved)
+        task=task.model_copy(update={"start_url": web.begin_run(run_id, task)}),
+        plan=plan,
+        generation=gen,
+        tools=protocol.transport,
+        recorder=recorder,
+        gateway_url=gateway.base_url_for(run_id, "x").rsplit("/x/v1", 1)[0],
+        model_name=gateway.endpoint.model,
+        gateway_token=gateway.token,
+        mcp_url=protocol.mcp_url(run_id),
+        mcp_http=protocol.mcp_http_client_factory(),
+        page_view=lambda: asyncio.to_thread(web.page_view, run_id),
+        http=http,
+    )
+    started_at = datetime.now(UTC)
+    # one origin for the run's wall clock, its model calls and its tool calls
+    t0 = recorder.origin = time.perf_counter()
+    gateway.begin_run(run_id, started=t0)
+    protocol.attach(run_id, ctx)
+    status, error_class, error_message, final = "ok", None, None, ""
+    try:
+        if protocol.agents is not None:  # the task goes to the orchestrator agent over A2A
+            work = submit_over_a2a(ctx, protocol.agents)
+        else:
+            work = run_workflow(ctx, framework)
+        final = await asyncio.wait_for(work, timeout=gen.timeout_s)
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a row
+        status, error_class = classify_error(exc)
+        error_message = f"{type(exc).__name__}: {exc}"[:2000]
+        if status == "timeout":
+            error_message = f"run exceeded timeout_s={gen.timeout_s}"
+    finally:
+        await ctx.cancel_delegated()  # agents' work for a run that ended must not go on
+        try:
+            await ctx.close()  # what the frameworks opened for the run (clients, sessions)
+        except Exception:  # noqa: BLE001 - a failing close must not lose the run's row
+            log.warning("run %s: closing its framework resources failed", run_id, exc_info=True)
+    wall = time.perf_counter() - t0
+    in_flight = gateway.in_flight(run_id)  # calls the run's end cut short still count
+    state = await asyncio.to_thread(web.end_run, run_id)
+    success, check_detail = check_run(task, final or "", state)
+    cost = protocol.detach(run_id)
+    calls = gateway.end_run(run_id)
+    split = decompose(
+        wall, calls, list(recorder.tool_calls), cost.seconds, in_flight, recorder.setup_spans
+    )
+    spec = config.models[stack.model]
+    return RunTrace(
+        run_id=run_id,
+        experiment=config.experiment,
+        model=stack.model,
+        protocol=stack.protocol,
+        framework=stack.framework,
+        task_id=task.task_id,
+        task_text=task.confirmed_task,
+        website=task.website,
+        domain=task.domain,
+        level=task.level,
+        status=status,  # type: ignore[arg-type]
+        error_class=error_class,
+        error_message=error_message,
+        final_answer=final or "",
+        node_outputs=recorder.node_outputs,
+        tool_calls=recorder.tool_calls,
+        llm_calls=calls,
+        prompt_tokens=usage_totals(calls)[0],
+        completion_tokens=usage_totals(calls)[1],
+        n_llm_calls=len(calls),
+        wall_seconds=wall,
+        **split.columns(),
+        started_at=started_at,
+        provider=spec.provider,
+        served_model=spec.model,
+        temperature=gen.temperature,
+        max_tokens=gen.max_tokens,
+        max_steps=gen.max_steps,
+        max_tool_rounds=gen.max_tool_rounds,
+        request_timeout_s=gen.request_timeout_s,
+        timeout_s=gen.timeout_s,
+        generation_seed=gen.seed,
+        sampling_seed=config.tasks.seed,
+        repeat=unit.repeat,
+        prompt_hashes=json.dumps(plan.prompt_hashes(), sort_keys=True),
+        workflow_shape=plan.shape,
+        prompt_format=plan.prompt_format is not None,
+        protocol_requests=cost.requests,
+        protocol_messages=cost.messages,
+        protocol_calls=cost.calls,
+        protocol_bytes_sent=cost.bytes_sent,
+        protocol_bytes_received=cost.bytes_received,
+        protocol_seconds=cost.seconds,
+        protocol_exchange_seconds=cost.exchange_seconds,
+        protocol_peer_seconds=cost.peer_seconds,
+        success=success,
+        check_detail=check_detail,
+        web=config.web,
+        web_state=json.dumps(state, sort_keys=True) if state is not None else None,
+        **(versions or {}),
+    )
+
+
+def check_run(
+    task: Task, final_answer: str, state: dict[str, Any] | None
+) -> tuple[bool | None, str | None]:
+    """The task's programmatic check on the run's answer and sandbox state.
+
+    Evaluated whatever the run's status: a run that timed out after filling the cart
+    correctly did the task. A state check without sandbox state (the live web) is not
+    decidable: ``None`` with the reason.
+    """
+    if task.check is None:
+        return None, None
+    from mastif.tasks.checks import evaluate_check
+
+    if state is None and _needs_state(task.check):
+        return None, "state check not decidable on the live web"
+    result = evaluate_check(task.check, final_answer, state or {})
+    return result.success, result.detail
+
+
+def _needs_state(check: dict[str, Any]) -> bool:
+    if check.get("kind") == "state":
+        return True
+    return any(_needs_state(c) for c in check.get("checks", []))
+
+
+class Progress:
+    """done/total, failures and ETA of a stack job on stderr (tqdm), plus a log line per run."""
+
+    def __init__(self, total: int, done: int, label: str, enabled: bool) -> None:
+        self.failures = 0
+        self.bar = tqdm(
+            total=total,
+            initial=done,
+            desc=label,
+            unit="run",
+            disable=not enabled,
+            file=sys.stderr,
+            mininterval=1.0,
+            dynamic_ncols=True,
+        )
+
+    def finished(self, trace: RunTrace) -> None:
+        if trace.status != "ok":
+            self.failures += 1
+            self.bar.set_postfix(failed=self.failures, refresh=False)
+        self.bar.update(1)
+        log.info(
+            "run %s task=%s repeat=%d status=%s %.1fs tokens=%s+%s tools=%d success=%s",
+            trace.run_id, trace.task_id, trace.repeat, trace.status, trace.wall_seconds,
+            trace.prompt_tokens, trace.completion_tokens, len(trace.tool_calls), trace.success,
+        )  # fmt: skip
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+async def _run_all(
+    config: ExperimentConfig,
+    stack: Stack,
+    todo: list[RunUnit],
+    plan: WorkflowPlan,
+    gateway: Gateway,
+    checkpoint: Checkpoint,
+    progress: Progress,
+    framework: FrameworkAdapter | None = None,
+    versions: dict[str, Any] | None = None,
+    budget: BudgetGate | None = None,
+) -> list[RunTrace]:
+    concurrency = config.concurrency_for(stack.model)
+    semaphore = asyncio.Semaphore(concurrency)
+    # tools and sandbox calls run in worker threads: enough of them for every run in flight
+    # (asyncio's default pool has cores + 4)
+    asyncio.get_running_loop().set_default_executor(
+        ThreadPoolExecutor(max_workers=max(8, 2 * concurrency), thread_name_prefix="mastif-io")
+    )
+    results: list[RunTrace] = []
+    if framework is None:
+        framework = get_framework(stack.framework)
+
+    async def agent_work(agent: str, run_id: str, text: str, data: dict[str, Any]) -> str:
+        """What an A2A agent does with a message: the orchestrator runs the workflow, a node
+        agent's framework runs its node."""
+        ctx: RunContext = protocol.attached(run_id)  # type: ignore[assignment]
+        if agent == ORCHESTRATOR:
+            work = orchestrate_over_a2a(ctx, framework, protocol.agents)
+        else:
+            node = next(n for n in plan.nodes if n.name == data["node"])
+            work = framework.run_node(ctx, node, int(data["step"]), text)
+        try:
+            return await ctx.delegated(work)
+        except Exception as exc:
+            # the orchestrator only sees the failed task's message: classify it here
+            status, error_class = classify_error(exc)
+            raise DelegatedWorkFailed(
+                f"[{status}/{error_class}] {type(exc).__name__}: {exc}"
+            ) from exc
+
+    agents = a2a_agent_specs(plan) if stack.protocol == "a2a" else []
+    # the web first: the protocol's tool servers serve tools bound to it
+    with open_web_environment(config.web, config.web_options) as web:
+        if web.sandbox is not None:
+            # the sandbox's loopback port differs per job: keep it out of cached answers
+            origin = web.sandbox.base_url.split("://", 1)[-1]
+            gateway.volatile[origin] = "sandbox.mastif.invalid"
+        tools = web.tools(list(config.tools))
+        async with open_protocol(stack.protocol, tools, agents, agent_work) as protocol:
+            http = GatewayClients.open(concurrency)
+
+            async def one(unit: RunUnit) -> None:
+                async with semaphore:
+                    # reserved when it is about to start, not when queued: a refusal stops
+                    # the queued runs, the ones in flight finish
+                    if budget is not None and not await asyncio.to_thread(
+                        budget.admit, unit.run_id, unit.task.task_id
+                    ):
+                        return
+                    trace = await _run_task(
+                        config, stack, unit, plan, gateway, protocol, framework, web, http,
+                        versions,
+                    )  # fmt: skip
+                checkpoint.append(trace)
+                if budget is not None:  # after the checkpoint: see BudgetGate.settle_done
+                    await asyncio.to_thread(budget.settle, trace)
+                results.append(trace)
+                progress.finished(trace)
+
+            try:
+                await asyncio.gather(*(one(u) for u in todo))
+            finally:
+                await http.aclose()
+    return results
+
+
+def execute_stack(
+    config: ExperimentConfig,
+    stack: Stack,
+    tasks: Iterable[Task],
+    checkpoint_path: Path,
+    server_log: Path,
+    base_dir: Path | None = None,
+    shard: tuple[int, int] = (1, 1),
+    budget: BudgetGate | None = None,
+) -> list[RunTrace]:
+    """Run ``stack``'s share ``shard`` (k of n) of its runs (every task ``config.repeats``
+    times); return one trace per run, in (repeat, task) order.
+
+    ``budget`` (:mod:`mastif.execution.budget`): each run starts only once its upper bound is
+    reserved in the shared ledger. When one does not fit, no further run starts, the runs
+    in flight finish (checkpointed), and :class:`~mastif.execution.budget.BudgetReached` is raised:
+    the shard is incomplete, and a rerun with a larger budget resumes from the checkpoint.
+
+    Runs already in the stack's checkpoints (a killed or failed earlier job) are not redone.
+    Before any run, the framework's adapter is checked against the installed library
+    (:func:`mastif.core.provenance.check_framework`: an :class:`IncompatibleLibraryError` stops
+    the job, before a model server starts), and the versions every new run row records are
+    collected once (:func:`mastif.core.provenance.collect_provenance`).
+    """
+    tasks = list(tasks)
+    plan = plan_workflow(
+        config.workflow, config.generation, base_dir, config.prompt_format_for(stack.protocol)
+    )
+    fingerprint = run_fingerprint(config, stack, plan)
+    units = plan_runs(stack, tasks, config.repeats, fingerprint, shard)
+    wanted = {u.run_id for u in units}
+    checkpoint = Checkpoint(checkpoint_path)
+    done = {rid: tr for rid, tr in checkpoint.load().items() if rid in wanted}
+    todo = [u for u in units if u.run_id not in done]
+    log.info(
+        "stack %s shard %d/%d: %d runs, %d already done",
+        stack.path, shard[0], shard[1], len(units), len(done),
+    )  # fmt: skip
+    if budget is not None:
+        budget.settle_done(done.values())
+    if todo and budget is not None:
+        budget.bounds = run_bounds(config, stack, [u.task for u in todo], budget.price, base_dir)
+        budget.check(todo[0].task.task_id)  # BudgetReached before any server starts
+    if todo:
+        spec = config.models[stack.model]
+        framework = get_framework(stack.framework)
+        check_framework(framework)  # IncompatibleLibraryError: the job stops, no run starts
+        versions = collect_provenance(
+            framework, stack.protocol, spec.provider, spec.options.server
+        ).columns()
+        log.info("stack %s: versions %s", stack.path, {k: v for k, v in versions.items() if v})
+        cache = response_cache(config)
+        progress = Progress(
+            len(units), len(done), f"{stack.path} {shard[0]}/{shard[1]}", config.execution.progress
+        )
+        try:
+            with open_endpoint(stack.model, spec, server_log) as endpoint:
+                with Gateway(
+                    endpoint,
+                    retries=config.execution.provider_retries,
+                    request_timeout_s=spec.options.request_timeout_s,
+                    cache=cache,
+                    call_timeout_s=config.generation.request_timeout_s,
+                ) as gateway:
+                    run_all = _run_all(config, stack, todo, plan, gateway, checkpoint,
+                                       progress, framework, versions, budget)  # fmt: skip
+                    traces = asyncio.run(run_all)
+                    log.info(
+                        "stack %s: %d upstream requests; cache %s; 429s %d (limit fell to %s)",
+                        stack.path, gateway.upstream_requests,
+                        f"{cache.hits} hits / {cache.misses} misses" if cache else "off",
+                        gateway.limit.throttles if gateway.limit else 0,
+                        gateway.limit.lowest if gateway.limit else "-",
+                    )  # fmt: skip
+        finally:
+            progress.close()
+            if budget is not None:
+                budget.release_unsettled()
+        for trace in traces:
+            done[trace.run_id] = trace
+        if budget is not None and budget.refusal is not None:
+            log.warning(
+                "stack %s: stopped by the budget after %d new runs, %d of %d done: %s",
+                stack.path, len(traces), len(done), len(units), budget.refusal,
+            )  # fmt: skip
+            raise BudgetReached(budget.refusal)
+    return [done[u.run_id] for u in units]
+
+
+def response_cache(config: ExperimentConfig) -> ResponseCache | None:
+    """The configured response cache, or None when it is off."""
+    path = config.execution.response_cache
+    return ResponseCache(path) if path else None
+
+
+def parse_scatteritem(item: str) -> tuple[int, int]:
+    """Snakemake's scatteritem ``"k-of-n"`` -> ``(k, n)``."""
+    k, sep, n = item.partition("-of-")
+    if not sep or not k.isdigit() or not n.isdigit():
+        raise ValueError(f"not a scatteritem: {item!r} (expected 'k-of-n')")
+    return int(k), int(n)
+
+
+def setup_model_job(log_path: str | Path) -> None:
+    """What every job that talks to a model needs first: a clean SIGTERM exit and a log file
+    (:func:`mastif.core.logsetup.log_to`: logging, warnings and uncaught exceptions, with the HTTP
+    client loggers quietened)."""
+    exit_cleanly_on_sigterm()
+    log_to(log_path)
+
+
+def exit_cleanly_on_sigterm() -> None:
+    """Turn SIGTERM (a cancelled Snakemake job) into SystemExit so servers are stopped."""
+
+    def handler(signum: int, frame: object) -> None:
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)

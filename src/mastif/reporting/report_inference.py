@@ -1,0 +1,320 @@
+"""The report tables that draw inferences: Table 6 (best level per factor), the paper's
+per-section tests (``kruskal_summary``) and the mixed models' joint tests per factor
+(``mixed_joint``), with the p-value formatting every table shares (issue 38).
+
+One rule everywhere a p is shown: the family-adjusted p stands beside the raw one, marked
+"(n.s.)" when it is at least ``stats.alpha``; a level is named "best" only when its factor
+is significant after the adjustment; and below ``stats.min_n`` independent tasks
+(:func:`mastif.analysis.inference.small_sample_reason`) no p-value and no "best" is shown, and the
+caption says why (:func:`inference_notes`). The number of tasks is the caller's
+(:func:`mastif.analysis.inference.independent_tasks` of the runs); ``n_tasks=None`` means the
+caller has none to give, and only the tables' own null p's hold a test back.
+
+This module reads the stats tables; of the stages that write them it imports only the
+joint table's schema (:data:`mastif.analysis.mixed_joint.MIXED_JOINT_SCHEMA`, its one definition).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import polars as pl
+
+from mastif.analysis.inference import MIN_TASKS_FOR_CI, small_sample_reason
+from mastif.analysis.mixed_joint import MIXED_JOINT_SCHEMA
+from mastif.core.factors import FACTORS
+
+#: the default significance level; the tables take the config's ``stats.alpha``
+ALPHA = 0.05
+DASH = "—"
+NOT_SIGNIFICANT = "(n.s.)"
+
+# Table 6: metric → (row label, research question, higher is better)
+BEST_METRICS: dict[str, tuple[str, str, bool]] = {
+    "TCR": ("Task completion (TCR)", "RQ1", True),
+    "CT": ("Convergence time (CT)", "RQ2", False),
+    "V": ("Verbosity (V)", "RQ2", False),
+    "TUSR": ("Tool use success (TUSR)", "RQ3", True),
+    "IVS": ("Social value stability (IVS)", "RQ4", True),
+}
+METRIC_ORDER: tuple[str, ...] = ("TCR", "TU", "TA", "CT", "V", "TUSR", "IVS")
+TEST_NAMES: dict[str, tuple[str, str]] = {
+    "kruskal": ("Kruskal-Wallis", "H"),
+    "anova": ("ANOVA", "F"),
+}
+#: the tables that show p-values (their captions get the small-sample sentence)
+P_TABLES: tuple[str, ...] = ("mixed_joint", "table6_best_stacks", "kruskal_summary")
+
+CAPTIONS: dict[str, str] = {
+    "table6_best_stacks": (
+        "Table 6. Best-performing level of model, protocol and framework per metric by mean "
+        "rank (higher better for TCR, TUSR, IVS; lower for CT, V), with the test behind it: "
+        "raw p and, beside it, the p adjusted over the family of tests (stats.family_adjust); "
+        "(n.s.) = adjusted p not below α = {alpha} (stats.alpha). A level is named only when "
+        "its factor is significant after the adjustment and the experiment has at least "
+        "stats.min_n independent tasks; otherwise a dash and the reason. (only level) = a "
+        "factor with one level, untested. CT and V are ranked over completed runs only, as "
+        "in Table 3; the other metrics over all runs."
+    ),
+    "kruskal_summary": (
+        "Tests per metric and factor as in the paper (Kruskal-Wallis H or ANOVA F, chosen by "
+        "Shapiro-Wilk normality of the groups), pooling every run as independent although "
+        "every stack ran the same tasks; raw p beside the family-adjusted p ((n.s.) = not "
+        "below α = {alpha}); no p below stats.min_n independent tasks; skipped tests give "
+        "the reason."
+    ),
+    "mixed_joint": (
+        "Joint tests per factor and interaction (Hotelling's T² on the tasks' contrasts, "
+        "F(df, n_tasks - df): the task is the unit): does the factor matter at all, over "
+        "all its levels and averaged over the other factors? Read these first; the per-level coefficients "
+        "(results/stats/mixed_models.parquet) are effect sizes. Raw p beside the "
+        "family-adjusted p ((n.s.) = not below α = {alpha}); no p below stats.min_n tasks "
+        "(note says why)."
+    ),
+    "effects": (
+        "Per stack: each metric's mean with its confidence interval [low, high] "
+        "(stats.confidence, percentile bootstrap resampling tasks, so stacks stay paired; CT "
+        "and V over completed runs; success from the tasks' checks; SVS = mean IVS of "
+        "answered, completed runs), the number of tasks, and the share of resamples in which "
+        "the stack is on the Pareto front of E (among stacks whose runs all completed). An "
+        f"interval is shown only for a metric with values in at least {MIN_TASKS_FOR_CI} "
+        "tasks (mastif.analysis.inference.MIN_TASKS_FOR_CI, from the coverage simulation "
+        "bench/ci_coverage.py: with fewer tasks a task bootstrap's interval covers the true "
+        "value far less often than its nominal level); below, the mean alone. mastif's, "
+        "not in the paper."
+    ),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# p-values
+
+
+def _missing(x: Any) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def fmt_num(x: Any, decimals: int = 3) -> str:
+    """A number with fixed decimals; an em dash for null/NaN."""
+    return DASH if _missing(x) else f"{float(x):.{decimals}f}"
+
+
+def fmt_p(p: Any) -> str:
+    """p-values as the paper writes them: ``< 0.001`` or 3 decimals."""
+    if _missing(p):
+        return DASH
+    return "< 0.001" if float(p) < 0.001 else f"{float(p):.3f}"
+
+
+def fmt_p_adjusted(p: Any, alpha: float = ALPHA) -> str:
+    """An adjusted p, marked ``(n.s.)`` when it is not below ``alpha``."""
+    if _missing(p):
+        return DASH
+    return fmt_p(p) + (f" {NOT_SIGNIFICANT}" if float(p) >= alpha else "")
+
+
+def _p_pair(p: Any, p_adjusted: Any, alpha: float) -> str:
+    """'p=0.017, adjusted p=0.205 (n.s.)' — raw and adjusted side by side."""
+
+    def eq(text: str) -> str:
+        return f" {text}" if text.startswith("<") else f"={text}"
+
+    return f"p{eq(fmt_p(p))}, adjusted p{eq(fmt_p_adjusted(p_adjusted, alpha))}"
+
+
+def _reason(n_tasks: int | None, min_n: int | None) -> str | None:
+    """The small-sample sentence, or None when there are enough tasks (or no count)."""
+    if n_tasks is None or min_n is None:
+        return None
+    return small_sample_reason(n_tasks, min_n)
+
+
+def _ordered(column: str, order: Sequence[str]) -> pl.Expr:
+    """Sort key putting known names in ``order`` first, the rest after."""
+    return pl.col(column).replace_strict(
+        {name: i for i, name in enumerate(order)}, default=len(order), return_dtype=pl.Int64
+    )
+
+
+def _with_adjusted(stats_tests: pl.DataFrame) -> pl.DataFrame:
+    """The tests table with a ``p_adjusted`` column (null when a file predates it: an
+    unknown adjustment is no adjustment passed)."""
+    if "p_adjusted" in stats_tests.columns:
+        return stats_tests
+    return stats_tests.with_columns(pl.lit(None, dtype=pl.Float64).alias("p_adjusted"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Table 6 and the paper's tests
+
+
+def _test_text(factor: str, test: dict[str, Any] | None, alpha: float) -> str:
+    """'model: Kruskal-Wallis H=12.300, p=0.017, adjusted p=0.205 (n.s.)'."""
+    if test is None:
+        return f"{factor}: no test"
+    if test["test"] not in TEST_NAMES:
+        return f"{factor}: skipped ({test.get('note') or 'no reason given'})"
+    name, stat = TEST_NAMES[test["test"]]
+    if _missing(test["p_value"]):  # e.g. "insufficient: n = 3 < min_n 5"
+        return f"{factor}: {name} not run ({test.get('note') or 'no p-value'})"
+    pair = _p_pair(test["p_value"], test.get("p_adjusted"), alpha)
+    return f"{factor}: {name} {stat}={fmt_num(test['statistic'])}, {pair}"
+
+
+def _best_level(
+    groups: pl.DataFrame,
+    test: dict[str, Any] | None,
+    higher: bool,
+    alpha: float,
+    too_few_tasks: str | None,
+) -> tuple[str, Any]:
+    """The level with the best mean rank and its mean rank, or a dash and why none is named:
+    too few tasks, untested, no adjusted p, or not significant after the adjustment."""
+    if groups.height == 0:
+        return DASH, None
+    best = groups.sort(["mean_rank", "level"], descending=[higher, False], nulls_last=True).row(
+        0, named=True
+    )
+    if groups.height == 1:
+        return f"{best['level']} (only level)", best["mean_rank"]
+    if too_few_tasks is not None:
+        return f"{DASH} ({too_few_tasks})", None
+    tested = test is not None and test["test"] in TEST_NAMES and not _missing(test["p_value"])
+    if not tested:
+        return f"{DASH} (not tested)", None
+    adjusted = test.get("p_adjusted")
+    if _missing(adjusted):
+        return f"{DASH} (no adjusted p)", None
+    if adjusted >= alpha:
+        return f"{DASH} (n.s. after adjustment: adjusted p {fmt_p(adjusted)})", None
+    return str(best["level"]), best["mean_rank"]
+
+
+def best_stacks(
+    stats_tests: pl.DataFrame,
+    stats_groups: pl.DataFrame,
+    alpha: float = ALPHA,
+    n_tasks: int | None = None,
+    min_n: int | None = None,
+) -> pl.DataFrame:
+    """Table 6: per metric, the best level of each factor by Kruskal-Wallis/ANOVA mean rank,
+    where its factor is significant after the family adjustment and the experiment has
+    ``min_n`` independent tasks (``n_tasks``); the tests with raw and adjusted p."""
+    stats_tests = _with_adjusted(stats_tests)
+    reason = _reason(n_tasks, min_n)
+    short = None if reason is None else f"{n_tasks} tasks < stats.min_n {min_n}"
+    rows = []
+    for metric, (label, rq, higher) in BEST_METRICS.items():
+        row: dict[str, Any] = {"Metric": label, "RQ": rq, "better": "higher" if higher else "lower"}
+        tests_text = []
+        for factor in FACTORS:
+            tests = stats_tests.filter((pl.col("metric") == metric) & (pl.col("factor") == factor))
+            test = tests.row(0, named=True) if tests.height else None
+            groups = stats_groups.filter(
+                (pl.col("metric") == metric) & (pl.col("factor") == factor)
+            )
+            row[factor], row[f"{factor}_mean_rank"] = _best_level(
+                groups, test, higher, alpha, short
+            )
+            tests_text.append(_test_text(factor, test, alpha))
+        row["tests"] = reason if reason is not None else "; ".join(tests_text)
+        rows.append(row)
+    schema = {"Metric": pl.String, "RQ": pl.String, "better": pl.String}
+    for factor in FACTORS:
+        schema |= {factor: pl.String, f"{factor}_mean_rank": pl.Float64}
+    return pl.DataFrame(rows, schema=schema | {"tests": pl.String})
+
+
+def _withhold_p(df: pl.DataFrame, reason: str | None) -> pl.DataFrame:
+    """Null ``p_value`` and ``p_adjusted`` and put ``reason`` in ``note`` (below min_n)."""
+    if reason is None:
+        return df
+    return df.with_columns(
+        pl.lit(None, dtype=pl.Float64).alias("p_value"),
+        pl.lit(None, dtype=pl.Float64).alias("p_adjusted"),
+        pl.lit(reason).alias("note"),
+    )
+
+
+def kruskal_summary(
+    stats_tests: pl.DataFrame, n_tasks: int | None = None, min_n: int | None = None
+) -> pl.DataFrame:
+    """The per-section test sentences ("Kruskal-Wallis test for … H-statistic = …") as rows,
+    raw and adjusted p side by side; none below ``min_n`` independent tasks."""
+    out = (
+        _with_adjusted(stats_tests)
+        .sort(_ordered("metric", METRIC_ORDER), _ordered("factor", FACTORS))
+        .select(
+            "metric",
+            "factor",
+            "test",
+            pl.col("test")
+            .replace_strict(
+                {k: v[1] for k, v in TEST_NAMES.items()}, default=None, return_dtype=pl.String
+            )
+            .alias("stat"),
+            "statistic",
+            "p_value",
+            "p_adjusted",
+            "n_levels",
+            "all_normal",
+            pl.col("note").cast(pl.String),
+        )
+    )
+    return _withhold_p(out, _reason(n_tasks, min_n))
+
+
+# ---------------------------------------------------------------------------------------------
+# The mixed models' joint tests (results/stats/mixed_joint.parquet)
+
+MIXED_METRIC_ORDER: tuple[str, ...] = ("success", "TCR", "TU", "TA", "CT", "V")
+
+
+def mixed_joint_table(
+    joint: pl.DataFrame, n_tasks: int | None = None, min_n: int | None = None
+) -> pl.DataFrame:
+    """The joint test of each factor and interaction per metric: main effects first (model,
+    protocol, framework), then the interactions; no p where the model's tasks (its row's
+    ``n_tasks``, else the experiment's ``n_tasks``) are fewer than ``min_n``."""
+    joint = joint.select(
+        pl.col(c).cast(t) if c in joint.columns else pl.lit(None, dtype=t).alias(c)
+        for c, t in MIXED_JOINT_SCHEMA.items()
+    )
+    order = (
+        _ordered("metric", MIXED_METRIC_ORDER),
+        pl.col("metric"),
+        pl.col("term").str.count_matches(":"),
+        _ordered("term", FACTORS),
+        pl.col("term"),
+    )
+    rows = []
+    for row in joint.sort(*order).iter_rows(named=True):
+        tasks = row["n_tasks"] if row["n_tasks"] is not None else n_tasks
+        reason = _reason(tasks, min_n)
+        if reason is not None:
+            row |= {"p_value": None, "p_adjusted": None, "note": reason}
+        rows.append(row)
+    return pl.DataFrame(rows, schema=MIXED_JOINT_SCHEMA)
+
+
+# ---------------------------------------------------------------------------------------------
+# Captions
+
+
+def inference_notes(n_tasks: int, min_n: int) -> dict[str, str]:
+    """The line put before a table's caption: below ``min_n`` independent tasks the
+    small-sample sentence on every table that shows p-values, and below
+    :data:`MIN_TASKS_FOR_CI` tasks why the effects table shows no interval."""
+    notes: dict[str, str] = {}
+    reason = small_sample_reason(n_tasks, min_n)
+    if reason is not None:
+        notes |= {name: reason[0].upper() + reason[1:] + "." for name in P_TABLES}
+    if n_tasks < MIN_TASKS_FOR_CI:
+        notes["effects"] = (
+            f"No interval: {n_tasks} independent task{'' if n_tasks == 1 else 's'} < "
+            f"{MIN_TASKS_FOR_CI} (mastif.analysis.inference.MIN_TASKS_FOR_CI), too few for a task "
+            "bootstrap's interval to reach its nominal coverage (bench/ci_coverage.py)."
+        )
+    return notes
