@@ -49,12 +49,12 @@ endif
 
 setup: $(STAMP) $(BIN)/llama-server $(CHROMIUM) interop
 
-# the official TypeScript MCP and A2A clients of the conformance tests (tests/test_interop.py),
+# the official TypeScript MCP and A2A clients of the conformance tests (tests/protocols/test_interop.py),
 # from the committed lockfile; without Node those tests skip and say so
 INTEROP := tests/interop
 interop:
 	@if ! command -v npm >/dev/null 2>&1; then \
-		echo "interop: node/npm not found, tests/test_interop.py will skip"; \
+		echo "interop: node/npm not found, tests/protocols/test_interop.py will skip"; \
 	elif [ ! -f $(INTEROP)/node_modules/.package-lock.json ] || \
 		[ $(INTEROP)/package-lock.json -nt $(INTEROP)/node_modules/.package-lock.json ]; then \
 		cd $(INTEROP) && npm ci --no-audit --no-fund --loglevel=error; \
@@ -152,7 +152,7 @@ test-fast: setup
 # every framework under every protocol on the real model (make test runs LlamaIndex and
 # smolagents under standard only): ~5 more minutes
 test-real-all: setup
-	MASTIF_REAL_ALL=1 $(BIN)/python -m pytest tests/test_frameworks_real.py
+	MASTIF_REAL_ALL=1 $(BIN)/python -m pytest tests/frameworks/test_frameworks_real.py
 
 lint: setup
 	$(BIN)/snakemake --lint

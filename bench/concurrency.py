@@ -28,6 +28,7 @@ from pathlib import Path
 import httpx
 import uvicorn
 import yaml
+from _paths import REPO
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -37,8 +38,6 @@ from mastif.execution.experiment import parse_config
 from mastif.execution.runner import execute_stack
 from mastif.providers.local import free_port
 from mastif.tasks import load_tasks
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 class DelayedEndpoint:

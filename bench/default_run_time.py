@@ -27,9 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+from _paths import REPO
 from snakemake_log import CORES, log_stamps, parse_log
-
-REPO = Path(__file__).resolve().parents[1]
 
 # llama-server: "slot print_timing: id 0 | task 3 | prompt eval time = 8831.22 ms / 991 tokens"
 # llama-cpp-python: "llama_perf_context_print: prompt eval time = 0.14 ms / 116 tokens"

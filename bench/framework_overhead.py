@@ -38,6 +38,7 @@ from typing import Any
 
 import polars as pl
 import yaml
+from _paths import REPO
 
 
 def overhead(results: Path) -> pl.DataFrame:
@@ -78,8 +79,6 @@ def print_by_framework(table: pl.DataFrame) -> None:
 
 
 # ------------------------------------------------------------------ --stub: a scripted model
-
-REPO = Path(__file__).resolve().parents[1]
 
 #: the same answers whatever a framework asks: observe never stops the loop, interact calls
 #: one tool then summarises, so every framework does max_steps rounds

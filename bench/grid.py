@@ -56,7 +56,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from _paths import REPO
+
 sys.path.insert(0, str(REPO / "src"))
 
 from grid_endpoint import AGENTS, JUDGE, Endpoint  # noqa: E402

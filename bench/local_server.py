@@ -38,12 +38,11 @@ from typing import Any
 
 import httpx
 import yaml
+from _paths import REPO  # puts the checkout on sys.path: tests.support
 
-REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
-sys.path.insert(0, str(REPO))
 
-from tests.fakes import RecordingProxy  # noqa: E402
+from tests.support.fakes import RecordingProxy  # noqa: E402
 
 from mastif.execution.experiment import parse_config  # noqa: E402
 from mastif.execution.runner import execute_stack  # noqa: E402

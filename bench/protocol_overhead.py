@@ -19,7 +19,7 @@ from pathlib import Path
 
 import polars as pl
 
-from mastif.evaluation.metrics import model_seconds, protocol_kib
+from mastif.evaluation.measures import model_seconds, protocol_kib
 
 MEASURES = [
     pl.len().alias("runs"),

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from _paths import REPO
 
 
 def sentences(results: Path | None) -> list[str]:

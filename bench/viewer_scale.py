@@ -1,7 +1,7 @@
 """The trace viewer at the paper's scale: how long the grid takes to open and a filter to act.
 
 Writes a synthetic results tree of 3 models x 3 protocols x 4 frameworks x 300 tasks (10,800
-runs; tests/viewer_results.py: the workflow's schemas, metrics by mastif's run_metrics),
+runs; tests/support/viewer_results.py: the workflow's schemas, metrics by mastif's run_metrics),
 builds the viewer (mastif.reporting.viewer.build_site), opens it from disk (file://) in headless
 Chromium (Playwright, Debian's /usr/bin/chromium) and prints, as the median of ``--loads``
 fresh page loads:
@@ -28,11 +28,11 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
-sys.path.insert(0, str(REPO))
+from _paths import REPO  # puts the checkout on sys.path: tests.support
 
-from tests.viewer_results import write_synthetic_results  # noqa: E402
+sys.path.insert(0, str(REPO / "src"))
+
+from tests.support.viewer_results import write_synthetic_results  # noqa: E402
 
 from mastif.reporting.viewer import build_site  # noqa: E402
 

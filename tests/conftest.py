@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -64,7 +64,7 @@ def fake_model_config(base_config: dict[str, Any]):  # type: ignore[no-untyped-d
         }
         cfg["agent_models"] = ["fake"]
         # the contract tests script calls of the offline built-in tools (the web tools have
-        # their own stack tests, tests/test_web_stack.py)
+        # their own stack tests, tests/execution/test_web_stack.py)
         cfg["tools"] = ["python_repl", "sympy", "datetime", "json_parser"]
         # the contract tests are written for the paper's loop sizes, not the laptop default
         cfg["generation"].update({"max_steps": 3, "max_tool_rounds": 3, **generation})

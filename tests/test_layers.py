@@ -14,7 +14,9 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+from tests.support.paths import REPO
+
+SRC = REPO / "src"
 
 #: lowest first; a subpackage may import its own modules and those of lower layers only.
 #: Subpackages in one layer are independent of each other.

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mastif.core.config import ConfigError
+from mastif.core import results
+from mastif.core.config import ConfigError, ExperimentConfig
 from mastif.core.paths import default_config_path
 from mastif.execution.experiment import load_config, plaintext_key_warnings
 
@@ -27,11 +28,15 @@ def config_file(path: str) -> str:
     return path
 
 
+def load_experiment(args: argparse.Namespace) -> ExperimentConfig:
+    """The config of ``args.config`` over ``args.base``, paths relative to the working
+    directory (ConfigError when it is not valid)."""
+    return load_config(config_file(args.config), base_dir=Path.cwd(), base=config_file(args.base))
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     try:
-        cfg = load_config(
-            config_file(args.config), base_dir=Path.cwd(), base=config_file(args.base)
-        )
+        cfg = load_experiment(args)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -104,12 +109,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
-    from mastif.execution.estimate import estimate_experiment, format_estimate, load_estimate_tasks
+    from mastif.execution.estimate import estimate_experiment, load_estimate_tasks
+    from mastif.reporting.estimate_report import format_estimate, format_wall_projection
 
     try:
-        cfg = load_config(
-            config_file(args.config), base_dir=Path.cwd(), base=config_file(args.base)
-        )
+        cfg = load_experiment(args)
         tasks, note = load_estimate_tasks(cfg, Path.cwd(), args.tasks)
         est = estimate_experiment(cfg, Path.cwd(), args.chars_per_token, tasks, note)
     except (ConfigError, ValueError, OSError) as exc:
@@ -122,62 +126,11 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     return 0
 
 
-def format_wall_projection(cfg: Any, est: Any, args: argparse.Namespace) -> str:
-    """The projected wall time of the experiment on ``--node-cores`` cores (mastif.execution.projection):
-    at the estimate's low and high calls per run, or at ``--calls-per-run``."""
-    from mastif.execution.projection import CORES, JobCosts, Node, format_projection, project
-
-    n_stacks = len(est.stacks)
-    runs_per_stack = est.runs // n_stacks if n_stacks else 0
-    concurrency = args.concurrency or min(cfg.concurrency_for(m) for m in cfg.agent_models)
-    judge = cfg.models[cfg.judge.panel[0]]
-    judge_concurrency = args.judge_concurrency or judge.options.max_connections
-    model_jobs = args.model_jobs or args.node_cores
-    node = Node(
-        capacities={CORES: args.node_cores, "model_jobs": model_jobs},
-        call_latency_s=args.call_latency,
-        concurrency=concurrency,
-        judge_concurrency=judge_concurrency,
-        demands={"execute": {CORES: 1, "model_jobs": 1}, "judge": {CORES: 1, "model_jobs": 1},
-                 "tag": {CORES: 1}},
-    )  # fmt: skip
-    agent_calls = [s.agent.calls for s in est.stacks]
-    judge_calls = [s.judge.calls for s in est.stacks]
-
-    def per_run(ranges: list[Any], end: str) -> float:
-        """The stacks' mean of a per-run range's end (every stack has as many runs)."""
-        return sum(getattr(r, end) for r in ranges) / max(1, len(ranges))
-
-    if args.calls_per_run is not None:
-        scenarios = [(f"{args.calls_per_run:g} calls per run", args.calls_per_run,
-                      per_run(judge_calls, "low"))]  # fmt: skip
-    else:
-        scenarios = [(f"{end} calls", per_run(agent_calls, end), per_run(judge_calls, end))
-                     for end in ("low", "high")]  # fmt: skip
-    lines = [
-        "PROJECTED wall time, not a measurement (mastif.execution.projection: list scheduling of the "
-        "stacks' execute, judge and tagging jobs; one core and one model job each; judging "
-        "and tagging overlap execution; per-job costs measured by bench/grid.py unless given)"
-    ]
-    for label, calls, jcalls in scenarios:
-        costs = JobCosts(
-            calls_per_run=calls, cpu_per_call_s=args.harness_cpu_per_call,
-            startup_s=args.job_startup, judge_calls_per_run=jcalls,
-            judge_startup_s=args.job_startup, tag_s_per_run=args.tag_per_run,
-            tag_startup_s=args.tag_startup, tail_s=args.tail,
-        )  # fmt: skip
-        p = project(n_stacks, runs_per_stack, costs, node)
-        lines.append(format_projection(p, costs, node, label))
-    return "\n".join(lines)
-
-
 def cmd_power(args: argparse.Namespace) -> int:
     from mastif.analysis.power import format_power, min_detectable_difference
 
     try:
-        cfg = load_config(
-            config_file(args.config), base_dir=Path.cwd(), base=config_file(args.base)
-        )
+        cfg = load_experiment(args)
         n_tasks = args.tasks if args.tasks is not None else cfg.tasks.sample_size
         result = min_detectable_difference(
             n_tasks, baseline=args.baseline, rho=args.rho, alpha=cfg.stats.alpha,
@@ -194,9 +147,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from mastif.execution.status import experiment_status, format_status
 
     try:
-        cfg = load_config(
-            config_file(args.config), base_dir=Path.cwd(), base=config_file(args.base)
-        )
+        cfg = load_experiment(args)
         if cfg.importing:
             raise ValueError("import mode (import.mastif_log) runs no stack: no status to show")
         status = experiment_status(cfg, Path.cwd())
@@ -226,20 +177,30 @@ def cmd_view(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="mastif", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("validate", help="validate an experiment config and list its stacks")
+def _config_arguments(
+    p: argparse.ArgumentParser,
+    base_help: str = "config the file overrides (default: %(default)s)",
+) -> None:
+    """The experiment config and the config it overrides, as every config command takes them."""
     p.add_argument("config", nargs="?", default=DEFAULT_CONFIG)
-    p.add_argument(
-        "--base",
-        default=DEFAULT_CONFIG,
-        help="config the file overrides, as with snakemake --configfile (default: %(default)s)",
+    p.add_argument("--base", default=DEFAULT_CONFIG, help=base_help)
+
+
+def _add_validate(sub: Any) -> None:
+    p = sub.add_parser("validate", help="validate an experiment config and list its stacks")
+    _config_arguments(
+        p, "config the file overrides, as with snakemake --configfile (default: %(default)s)"
     )
     p.set_defaults(func=cmd_validate)
+
+
+def _add_runs(sub: Any) -> None:
     p = sub.add_parser("runs", help="summarise a runs Parquet file")
     p.add_argument("parquet")
     p.set_defaults(func=cmd_runs)
+
+
+def _add_import_mastif(sub: Any) -> None:
     p = sub.add_parser(
         "import-mastif",
         help="convert a results log of the original MASTIF into runs and tasks Parquet",
@@ -251,16 +212,17 @@ def main(argv: list[str] | None = None) -> int:
         help="directory for tasks.parquet and runs/{model}/{protocol}/{framework}.parquet",
     )
     p.set_defaults(func=cmd_import_mastif)
+
+
+def _add_estimate(sub: Any) -> None:
     p = sub.add_parser(
         "estimate", help="estimate an experiment's LLM calls, tokens and dollars before running it"
     )
-    p.add_argument("config", nargs="?", default=DEFAULT_CONFIG)
-    p.add_argument("--base", default=DEFAULT_CONFIG,
-                   help="config the file overrides (default: %(default)s)")  # fmt: skip
+    _config_arguments(p)
     p.add_argument("--chars-per-token", type=float, default=4.0,
                    help="characters per token of the estimate (default: %(default)s)")  # fmt: skip
     p.add_argument("--tasks", default=None,
-                   help="tasks Parquet to pick the typical task from, e.g. results/tasks.parquet")  # fmt: skip
+                   help=f"tasks Parquet to pick the typical task from, e.g. {results.tasks()}")  # fmt: skip
     g = p.add_argument_group(
         "projected wall time (mastif.execution.projection; printed with --node-cores)",
         "defaults of the per-job costs: measured by bench/grid.py (36 stacks x 10 tasks, 2 cores; docs/scale.md)",
@@ -288,14 +250,15 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--tail", type=float, default=40.0,
                    help="seconds after the last stack: metrics, statistics, plots (default: %(default)s)")  # fmt: skip
     p.set_defaults(func=cmd_estimate)
+
+
+def _add_power(sub: Any) -> None:
     p = sub.add_parser(
         "power",
         help="the smallest difference in success rate between two stacks this sample can "
         "detect (paired, exact McNemar, by simulation)",
     )
-    p.add_argument("config", nargs="?", default=DEFAULT_CONFIG)
-    p.add_argument("--base", default=DEFAULT_CONFIG,
-                   help="config the file overrides (default: %(default)s)")  # fmt: skip
+    _config_arguments(p)
     p.add_argument("--tasks", type=int, default=None,
                    help="tasks per stack (default: the config's tasks.sample_size)")  # fmt: skip
     p.add_argument("--baseline", type=float, default=0.5,
@@ -305,21 +268,38 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--power", type=float, default=0.8, help="default: %(default)s")
     p.add_argument("--simulations", type=int, default=4000, help="default: %(default)s")
     p.set_defaults(func=cmd_power)
+
+
+def _add_status(sub: Any) -> None:
     p = sub.add_parser(
         "status",
         help="runs done, failed and remaining per stack, tokens and dollars so far, ETA "
         "(from the workflow directory; also while snakemake runs)",
     )
-    p.add_argument("config", nargs="?", default=DEFAULT_CONFIG)
-    p.add_argument("--base", default=DEFAULT_CONFIG,
-                   help="config the file overrides (default: %(default)s)")  # fmt: skip
+    _config_arguments(p)
     p.set_defaults(func=cmd_status)
-    p = sub.add_parser("view", help="serve the trace viewer (results/viewer) on 127.0.0.1")
-    p.add_argument("dir", nargs="?", default="results/viewer",
+
+
+def _add_view(sub: Any) -> None:
+    p = sub.add_parser("view", help=f"serve the trace viewer ({results.VIEWER}) on 127.0.0.1")
+    p.add_argument("dir", nargs="?", default=results.VIEWER,
                    help="the built viewer (default: %(default)s); it also opens from disk")  # fmt: skip
     p.add_argument("--port", type=int, default=8765, help="default: %(default)s; 0: any free")
     p.set_defaults(func=cmd_view)
-    args = parser.parse_args(argv)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``mastif`` command line: one subcommand per ``cmd_*`` function."""
+    parser = argparse.ArgumentParser(prog="mastif", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_add_validate, _add_runs, _add_import_mastif, _add_estimate, _add_power,
+                _add_status, _add_view):  # fmt: skip
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     return int(args.func(args))
 
 

@@ -1,6 +1,6 @@
 // Drives one mastif A2A agent with the official A2A JavaScript SDK (@a2a-js/sdk 1.x, A2A v1.0).
 // usage: node a2a.mjs <agent URL exactly as mastif hands it out> <bearer token>
-// Prints one JSON object: {check name: what the SDK saw}; tests/test_interop.py asserts on it.
+// Prints one JSON object: {check name: what the SDK saw}; tests/protocols/test_interop.py asserts on it.
 // The agent's model is scripted on the Python side: text "wait" blocks until cancelled,
 // any other text is answered at once.
 import { randomUUID } from 'node:crypto';

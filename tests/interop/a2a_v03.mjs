@@ -1,7 +1,7 @@
 // Drives one mastif A2A agent with the A2A v0.3 JavaScript SDK (@a2a-js/sdk 0.3.x, installed
 // as the npm alias a2a-sdk-v03): what the many deployed v0.3 clients do.
 // usage: node a2a_v03.mjs <agent URL exactly as mastif hands it out> <bearer token>
-// Prints one JSON object: {check name: what the SDK saw}; tests/test_interop.py asserts on it.
+// Prints one JSON object: {check name: what the SDK saw}; tests/protocols/test_interop.py asserts on it.
 // The agent's work is scripted on the Python side: "wait" blocks until cancelled.
 import { randomUUID } from 'node:crypto';
 import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from 'a2a-sdk-v03/client';

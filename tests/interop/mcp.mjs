@@ -1,7 +1,7 @@
 // Drives mastif's MCP tool server with the official MCP TypeScript SDK (1.x client,
 // StreamableHTTPClientTransport).
 // usage: node mcp.mjs <endpoint URL exactly as mastif hands it out> <bearer token>
-// Prints one JSON object: {check name: what the SDK saw}; tests/test_interop.py asserts on it.
+// Prints one JSON object: {check name: what the SDK saw}; tests/protocols/test_interop.py asserts on it.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { checks } from './common.mjs';

@@ -26,7 +26,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -35,6 +34,7 @@ from mastif.core.config import WebOptions
 from mastif.execution.webenv import WebEnvironment
 from mastif.tools import Tool, netpolicy
 from mastif.tools import browser as browser_mod
+from tests.support.servers import QuietHandler, Served, serve
 
 # the Chromium cases are slow; the proxy's own bounds need no browser and stay fast
 CHROMIUM = pytest.mark.slow
@@ -121,7 +121,7 @@ class _ForbiddenHandler(socketserver.StreamRequestHandler):
         )
 
 
-def _allowed_server(forbidden: int, udp: int) -> ThreadingHTTPServer:
+def _allowed_server(forbidden: int, udp: int) -> Served:
     target = f"http://127.0.0.1:{forbidden}/secret"
     ws = f"ws://127.0.0.1:{forbidden}/socket"
     show = "e => { const p = document.createElement('p'); p.textContent = 'got ' + e.data; document.body.appendChild(p); }"
@@ -151,10 +151,7 @@ def _allowed_server(forbidden: int, udp: int) -> ThreadingHTTPServer:
     pages["/many-links-tampered"] = MANY_LINKS_TAMPERED
     worker_js = f"new WebSocket('{ws}').onmessage = e => postMessage(e.data);"
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            pass
-
+    class Handler(QuietHandler):
         def _send(self, status: int, body: str, ctype: str, **headers: str) -> None:
             data = body.encode()
             self.send_response(status)
@@ -182,9 +179,7 @@ def _allowed_server(forbidden: int, udp: int) -> ThreadingHTTPServer:
             else:
                 self._send(404, "no such page", "text/plain")
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    return server
+    return serve(Handler, poll_interval=0.1)
 
 
 class _Datagrams:
@@ -222,17 +217,8 @@ def udp() -> Iterator[_Datagrams]:
 @pytest.fixture(scope="module")
 def servers(udp: _Datagrams) -> Iterator[tuple[_Forbidden, str]]:
     forbidden = _Forbidden()
-    allowed = _allowed_server(forbidden.port, udp.port)
-    threads = [
-        threading.Thread(target=s.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
-        for s in (forbidden, allowed)
-    ]
-    for t in threads:
-        t.start()
-    yield forbidden, f"127.0.0.1:{allowed.server_address[1]}"
-    for s in (forbidden, allowed):
-        s.shutdown()
-        s.server_close()
+    with Served(forbidden, poll_interval=0.1), _allowed_server(forbidden.port, udp.port) as allowed:
+        yield forbidden, f"127.0.0.1:{allowed.port}"
 
 
 def _live_web(allowed: str, action_timeout_s: float, page_chars: int = 2000) -> WebEnvironment:

@@ -17,8 +17,6 @@ import json
 import os
 import secrets
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
@@ -26,10 +24,10 @@ import pytest
 import yaml
 
 from tests.security.payloads import read_key
+from tests.support.pipeline import snakemake
 
 pytestmark = pytest.mark.slow  # the whole DAG, Chromium included
 
-BIN = Path(sys.executable).parent
 CANARY = "sk-canary-" + secrets.token_hex(12)
 KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HF_TOKEN", "MASTIF_TEST_SECRET")
 
@@ -127,25 +125,11 @@ def test_a_canary_key_reaches_no_result_or_log(pipeline_copy: Path) -> None:
     (work / "config.yaml").write_text(yaml.safe_dump(CONFIG, sort_keys=False))
     (work / "scripted_model.yaml").write_text(yaml.safe_dump(SCRIPT, sort_keys=False))
     env = {**os.environ, **dict.fromkeys(KEY_VARIABLES, CANARY)}
-    proc = subprocess.run(
-        [
-            str(BIN / "snakemake"),
-            "--cores",
-            "2",
-            "--directory",
-            ".hostile",
-            "--configfile",
-            ".hostile/config.yaml",
-            "--report-after-run",
-            "--report",
-            "results/report.html",
-        ],  # fmt: skip
-        cwd=pipeline_copy,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    proc = snakemake(
+        "--cores", "2", "--directory", ".hostile", "--configfile", ".hostile/config.yaml",
+        "--report-after-run", "--report", "results/report.html",
+        cwd=pipeline_copy, env=env, timeout=900,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     leaked = _files_holding(work / "results", CANARY) + _files_holding(work / "logs", CANARY)

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import os
 import resource
-import threading
 import time
 import zlib
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -28,13 +26,14 @@ from mastif.tools.builtin import (
     make_sympy_tool,
 )
 from mastif.tools.http import HttpFetcher
-from mastif.tools.knowledge import (
+from mastif.tools.netpolicy import UrlPolicy
+from mastif.tools.pdf import (
     PDF_CPU_S,
     PDF_MEMORY_MB,
     PDF_TIMEOUT_S,
     make_pdf_reader_tool,
 )
-from mastif.tools.netpolicy import UrlPolicy
+from tests.support.servers import QuietHandler, serve
 
 # --------------------------------------------------------------------------- helpers
 
@@ -110,7 +109,7 @@ FILES = {
 }
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     def do_GET(self) -> None:
         body = FILES.get(self.path)
         self.send_response(200 if body is not None else 404)
@@ -119,22 +118,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body or b"")
 
-    def log_message(self, *args: object) -> None:
-        pass
-
 
 @pytest.fixture(scope="module")
 def base_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.daemon = True
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    with serve(_Handler, poll_interval=0.05) as server:
+        yield server.url
 
 
 @pytest.fixture(scope="module")

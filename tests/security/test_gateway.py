@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from pathlib import Path
 
 import httpx
 import pyarrow.parquet as pq
@@ -23,9 +22,9 @@ from mastif.providers import Endpoint, Gateway
 from mastif.providers import gateway as gateway_module
 from mastif.providers.gateway import redact
 from mastif.tasks import load_tasks
-from tests.fakes import ScriptedChatServer
+from tests.support.fakes import ScriptedChatServer
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 REQUEST = {"messages": [{"role": "user", "content": "hi"}]}
 
 

@@ -482,7 +482,7 @@ def test_ipv6_literal_is_connected_to():
 def test_youtube_session_meets_the_overall_deadline():
     # Before the fix the youtube session's requests adapter used urllib3 with a per-read
     # timeout: each dripped byte reset it, so the call lasted the whole drip (6 s).
-    from mastif.tools.knowledge import youtube_session
+    from mastif.tools.youtube import youtube_session
 
     with Loopback(_drip(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")) as server:
         base = f"http://127.0.0.1:{server.port}"
@@ -496,7 +496,7 @@ def test_youtube_session_meets_the_overall_deadline():
 def test_youtube_session_connects_to_the_checked_address(twin_servers, rebinding_dns):
     # Before the fix urllib3 resolved the name again after the check and the forbidden
     # loopback server answered.
-    from mastif.tools.knowledge import youtube_session
+    from mastif.tools.youtube import youtube_session
 
     good, evil = twin_servers(_static(b"public page"), _static(b"forbidden loopback service"))
     base = f"http://rebind.test:{good.port}"

@@ -20,8 +20,8 @@ from mastif.core.config import ConfigError
 from mastif.execution.experiment import load_config, parse_config
 from mastif.importers import MastifLogError, read_mastif_log, write_imported
 from mastif.tasks.loaders import TaskLoadError, _read_table, load_task_files
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 PARTIAL = REPO / "tests" / "fixtures" / "mastif_logs" / "partial-fixture.json"
 
 

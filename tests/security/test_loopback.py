@@ -3,15 +3,13 @@ the job's own clients (a per-server key), not any process that can reach 127.0.0
 
 Each test names what it failed with before the fix. That mastif's own clients, which send
 the key, still work end to end under every framework is covered by the existing contract
-tests, e.g. ``tests/test_protocols_contract.py::test_tool_calls_travel_over_the_protocol``.
+tests, e.g. ``tests/protocols/test_protocols_contract.py::test_tool_calls_travel_over_the_protocol``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import secrets
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
@@ -26,6 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mastif.protocols.a2a import AgentSpec, agent_card, open_a2a_agents
 from mastif.protocols.mcp import open_mcp_server
 from mastif.tools import Tool
+from tests.support.servers import QuietHandler, serve
 
 SPEC = AgentSpec("worker", "Does the work", "work", "Work", "does one step")
 MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
@@ -148,34 +147,23 @@ def test_the_key_goes_to_its_own_server_only() -> None:
     # (before the fix: a key-less client got 404 past no check, not 401)
     seen: list[str | None] = []
 
-    class Recorder(BaseHTTPRequestHandler):
+    class Recorder(QuietHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             seen.append(self.headers.get("Authorization"))
             self.send_response(204)
             self.end_headers()
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    other = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
-    thread = threading.Thread(target=other.serve_forever, daemon=True)
-    thread.start()
-
     async def main() -> None:
         async with open_mcp_server([spy_tool([])]) as srv, srv.http_client_factory() as http:
-            assert (await http.get(f"http://127.0.0.1:{other.server_port}/x")).status_code == 204
+            assert (await http.get(f"{other.url}/x")).status_code == 204
             # its own server: the key is sent (a 404 past the key check, not a 401) ...
             assert (await http.get(srv.base_url + "/x")).status_code == 404
             # ... where a client without it is stopped
             async with httpx.AsyncClient(trust_env=False, timeout=10) as plain:
                 assert (await plain.get(srv.base_url + "/x")).status_code == 401
 
-    try:
+    with serve(Recorder) as other:
         asyncio.run(asyncio.wait_for(main(), 20))
-    finally:
-        other.shutdown()
-        other.server_close()
-        thread.join(timeout=5)
     assert seen == [None]
 
 

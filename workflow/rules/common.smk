@@ -4,6 +4,7 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
+from mastif.core import results
 from mastif.core.config import ConfigError
 
 from mastif.execution.experiment import parse_config
@@ -54,6 +55,8 @@ TABLES = [
     "judge_panel",
     "power",
 ]
+FIGURE_FORMATS = ["png", "svg"]
+TABLE_FORMATS = ["md", "csv"]
 
 
 wildcard_constraints:
@@ -63,33 +66,26 @@ wildcard_constraints:
     framework="|".join(sorted({s.framework for s in STACKS})),
 
 
-def get_run_outputs():
-    return [f"results/runs/{s.path}.parquet" for s in STACKS]
-
-
-def get_judged_outputs():
-    return [f"results/judged/{s.path}.parquet" for s in STACKS]
-
-
-def get_values_outputs():
-    return [f"results/values/{s.path}.parquet" for s in STACKS]
+def every_stack(path):
+    """``path`` (a function of mastif.core.results, e.g. results.runs) of every stack."""
+    return [path(s.path) for s in STACKS]
 
 
 def get_final_outputs():
     return (
-        ["results/tasks.parquet"]
-        + ([] if IMPORTING else ["results/tasks_allocation.parquet"])
-        + get_run_outputs()
-        + get_judged_outputs()
-        + get_values_outputs()
+        [results.tasks()]
+        + ([] if IMPORTING else [results.tasks_allocation()])
+        + every_stack(results.runs)
+        + every_stack(results.judged)
+        + every_stack(results.values)
         + [
-            "results/metrics/runs.parquet",
-            "results/metrics/stacks.parquet",
-            "results/metrics/identical_answers.csv",
-            "results/tables/judge_gate.csv",
+            results.metrics("runs"),
+            results.metrics("stacks"),
+            results.metrics("identical_answers", "csv"),
+            results.table("judge_gate", "csv"),
         ]
         + expand(
-            "results/stats/{name}.parquet",
+            results.stats("{name}"),
             name=[
                 "tests",
                 "groups",
@@ -105,18 +101,18 @@ def get_final_outputs():
             ],
         )
         + expand(
-            "results/plots/violin_{metric}.{ext}", metric=METRICS, ext=["png", "svg"]
+            results.plot("violin_{metric}", "{ext}"), metric=METRICS, ext=FIGURE_FORMATS
         )
-        + expand("results/plots/pareto.{ext}", ext=["png", "svg"])
-        + expand("results/plots/effects.{ext}", ext=["png", "svg"])
+        + expand(results.plot("pareto", "{ext}"), ext=FIGURE_FORMATS)
+        + expand(results.plot("effects", "{ext}"), ext=FIGURE_FORMATS)
         + expand(
-            "results/plots/top_values_{model}.{ext}",
+            results.plot("top_values_{model}", "{ext}"),
             model=STACK_MODELS,
-            ext=["png", "svg"],
+            ext=FIGURE_FORMATS,
         )
-        + expand("results/tables/{table}.{ext}", table=TABLES, ext=["md", "csv"])
-        + expand("results/tables/versions.{ext}", ext=["md", "csv"])
-        + ["results/viewer"]
+        + expand(results.table("{table}", "{ext}"), table=TABLES, ext=TABLE_FORMATS)
+        + expand(results.table("versions", "{ext}"), ext=TABLE_FORMATS)
+        + [results.VIEWER]
     )
 
 
@@ -154,9 +150,15 @@ def get_prompt_files(wildcards):
     return [node["prompt"] for node in config["workflow"]["nodes"]]
 
 
+def run_shaping_spec(model_id):
+    """What of a model's spec shapes its replies; the price only prices them (a metrics
+    param)."""
+    return {k: v for k, v in config["models"][model_id].items() if k != "price"}
+
+
 def get_model_spec(wildcards):
-    """What shapes a stack's runs; the price only prices them (a metrics param)."""
-    return {k: v for k, v in config["models"][wildcards.model].items() if k != "price"}
+    """What shapes a stack's runs."""
+    return run_shaping_spec(wildcards.model)
 
 
 def get_prompt_format(wildcards):
@@ -181,11 +183,8 @@ def get_judge_panel():
 
 
 def get_judge_model_specs():
-    """Per judge of the panel, what shapes its replies; its price only prices them."""
-    return {
-        mid: {k: v for k, v in config["models"][mid].items() if k != "price"}
-        for mid in get_judge_panel()
-    }
+    """Per judge of the panel, what shapes its replies."""
+    return {mid: run_shaping_spec(mid) for mid in get_judge_panel()}
 
 
 def model_files(spec):
@@ -249,30 +248,28 @@ def get_execute_threads(wildcards):
     return 2 if stack_model_is_local(wildcards) else 1
 
 
+def held_by_model_job(kind, local, timing_lock):
+    """What a model job holds of resource `kind` (see above): a local model's job a local
+    slot and `timing_lock` units of timing_lock, any other model's job a remote slot."""
+    return {
+        "local_model_slots": 1 if local else 0,
+        "remote_model_slots": 0 if local else 1,
+        "timing_lock": timing_lock if local else 0,
+    }[kind]
+
+
 def get_execute_resources(kind):
-    """execute_stack's `kind` resource: the stack's model decides (see above)."""
-    held = {
-        "local_model_slots": (1, 0),
-        "remote_model_slots": (0, 1),
-        "timing_lock": (2, 0),
-    }
-
-    def resource(wildcards):
-        local, remote = held[kind]
-        return local if stack_model_is_local(wildcards) else remote
-
-    return resource
+    """execute_stack's `kind` resource: the stack's model decides; a local model's job
+    holds all of timing_lock."""
+    return lambda wildcards: held_by_model_job(
+        kind, stack_model_is_local(wildcards), timing_lock=2
+    )
 
 
 def get_judge_resource(kind):
     """judge_runs' `kind` resource: local judges (opened one at a time) hold a local slot and
     half of timing_lock, so never beside an execute_stack job of a local model."""
-    local = judges_are_local()
-    return {
-        "local_model_slots": 1 if local else 0,
-        "remote_model_slots": 0 if local else 1,
-        "timing_lock": 1 if local else 0,
-    }[kind]
+    return held_by_model_job(kind, judges_are_local(), timing_lock=1)
 
 
 # ---- report-time labels (workflow/report/workflow.rst prints them on the front page) -------
@@ -294,7 +291,7 @@ def get_judge_gate_labels(wildcards):
 
     from mastif.analysis.inference import gate_verdict
 
-    path = Path("results/stats/judge_validity.parquet")
+    path = Path(results.stats("judge_validity"))
     validity = pl.read_parquet(path) if path.is_file() else pl.DataFrame()
     return {JUDGE_GATE_LABEL: _label_text(gate_verdict(validity).text)}
 
@@ -326,7 +323,7 @@ def get_identical_answers_labels(wildcards):
 
     from mastif.evaluation.answers import ANSWER_GROUPS_SCHEMA, identical_answers_note
 
-    path = Path("results/metrics/identical_answers.csv")
+    path = Path(results.metrics("identical_answers", "csv"))
     if path.is_file():
         groups = pl.read_csv(path, schema=ANSWER_GROUPS_SCHEMA)
         note = identical_answers_note(groups, len(STACKS))

@@ -1,10 +1,10 @@
 rule bootstrap_effects:
     input:
-        runs="results/metrics/runs.parquet",
+        runs=results.metrics("runs"),
     output:
-        effects="results/stats/effects.parquet",
-        repeats="results/stats/repeats.parquet",
-        judge_validity="results/stats/judge_validity.parquet",
+        effects=results.stats("effects"),
+        repeats=results.stats("repeats"),
+        judge_validity=results.stats("judge_validity"),
     log:
         "logs/bootstrap_effects/bootstrap_effects.log",
     params:

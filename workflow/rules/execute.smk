@@ -7,12 +7,12 @@ scattergather:
 
 rule execute_stack:
     input:
-        tasks="results/tasks.parquet",
+        tasks=results.tasks(),
         prompts=get_prompt_files,
         sandbox=get_sandbox_files,
         model_files=get_model_files,
     output:
-        runs="results/shards/{model}/{protocol}/{framework}/{scatteritem}.parquet",
+        runs=results.shard(),
     log:
         run="logs/execute_stack/{model}/{protocol}/{framework}/{scatteritem}.log",
         server="logs/execute_stack/{model}/{protocol}/{framework}/{scatteritem}.server.log",
@@ -31,7 +31,7 @@ rule execute_stack:
         # (profiles/default), so no judge, embedding or other model job shares the CPUs
         # with its runs and its server
         timing_lock=get_execute_resources("timing_lock"),
-    # every config key the job reads (tests/test_rule_params.py checks them against the
+    # every config key the job reads (tests/pipeline/test_rule_params.py checks them against the
     # schema); execution.progress only draws on stderr and is read from the config
     params:
         experiment=config["experiment"],
@@ -46,18 +46,17 @@ rule execute_stack:
         # recorded as each run's sampling_seed
         sampling_seed=config["tasks"]["seed"],
         execution=get_stack_execution(),
-        checkpoint="results/checkpoints/{model}/{protocol}/{framework}/{scatteritem}.jsonl",
+        checkpoint=results.checkpoint(),
     script:
         "../scripts/execute_stack.py"
 
 
 rule gather_runs:
     input:
-        shards=gather.execute(
-            "results/shards/{{model}}/{{protocol}}/{{framework}}/{scatteritem}.parquet"
-        ),
+        # the stack's wildcards stay: only {scatteritem} is expanded
+        shards=gather.execute(results.shard(), allow_missing=True),
     output:
-        runs="results/runs/{model}/{protocol}/{framework}.parquet",
+        runs=results.runs(),
     log:
         "logs/gather_runs/{model}/{protocol}/{framework}.log",
     # a stack's downstream jobs go before the next stack's runs: its judging and tagging

@@ -5,8 +5,8 @@ rule import_mastif_log:
     input:
         log=config["import"]["mastif_log"],
     output:
-        tasks="results/tasks.parquet",
-        runs=get_run_outputs(),
+        tasks=results.tasks(),
+        runs=every_stack(results.runs),
     log:
         "logs/import_mastif_log/import_mastif_log.log",
     localrule: True

@@ -1,11 +1,11 @@
 rule judge_runs:
     input:
-        runs="results/runs/{model}/{protocol}/{framework}.parquet",
-        tasks="results/tasks.parquet",
+        runs=results.runs(),
+        tasks=results.tasks(),
         rubric=config["judge"]["rubric"],
         judge_files=get_judge_model_files,
     output:
-        judged="results/judged/{model}/{protocol}/{framework}.parquet",
+        judged=results.judged(),
     log:
         run="logs/judge_runs/{model}/{protocol}/{framework}.log",
         server="logs/judge_runs/{model}/{protocol}/{framework}.server.log",
@@ -35,6 +35,6 @@ rule judge_runs:
         provider_retries=config["execution"]["provider_retries"],
         response_cache=config["execution"]["response_cache"],
         # every finished judgement, outside the declared outputs: a killed job resumes
-        checkpoint="results/checkpoints/judged/{model}/{protocol}/{framework}.jsonl",
+        checkpoint=results.judge_checkpoint(),
     script:
         "../scripts/judge_runs.py"

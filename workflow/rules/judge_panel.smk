@@ -1,9 +1,9 @@
 rule judge_agreement:
     input:
-        judged=get_judged_outputs(),
-        runs="results/metrics/runs.parquet",
+        judged=every_stack(results.judged),
+        runs=results.metrics("runs"),
     output:
-        judge_panel="results/stats/judge_panel.parquet",
+        judge_panel=results.stats("judge_panel"),
     log:
         "logs/judge_agreement/judge_agreement.log",
     params:

@@ -1,15 +1,15 @@
 rule aggregate_metrics:
     input:
-        runs=get_run_outputs(),
-        judged=get_judged_outputs(),
-        values=get_values_outputs(),
+        runs=every_stack(results.runs),
+        judged=every_stack(results.judged),
+        values=every_stack(results.values),
     output:
-        runs="results/metrics/runs.parquet",
-        stacks="results/metrics/stacks.parquet",
+        runs=results.metrics("runs"),
+        stacks=results.metrics("stacks"),
         # groups of stacks with byte-identical final answers (mastif.evaluation.answers); its one-line
         # summary is a label the report's front page prints (workflow.rst)
         identical_answers=report(
-            "results/metrics/identical_answers.csv",
+            results.metrics("identical_answers", "csv"),
             caption="../report/identical_answers.rst",
             category="Tables",
             subcategory="Identical outputs",
@@ -28,10 +28,10 @@ rule aggregate_metrics:
 # whatever other report item carries it.
 rule judge_gate:
     input:
-        judge_validity="results/stats/judge_validity.parquet",
+        judge_validity=results.stats("judge_validity"),
     output:
         gate=report(
-            "results/tables/judge_gate.csv",
+            results.table("judge_gate", "csv"),
             caption="../report/judge_gate.rst",
             category="Judge gate",
             labels=get_judge_gate_labels,

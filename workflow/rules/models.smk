@@ -1,9 +1,9 @@
 rule mixed_models:
     input:
-        runs="results/metrics/runs.parquet",
+        runs=results.metrics("runs"),
     output:
-        models="results/stats/mixed_models.parquet",
-        joint="results/stats/mixed_joint.parquet",
+        models=results.stats("mixed_models"),
+        joint=results.stats("mixed_joint"),
     log:
         "logs/mixed_models/mixed_models.log",
     params:

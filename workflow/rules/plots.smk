@@ -1,10 +1,10 @@
 rule plot_violins:
     input:
-        runs="results/metrics/runs.parquet",
-        posthoc="results/stats/posthoc.parquet",
+        runs=results.metrics("runs"),
+        posthoc=results.stats("posthoc"),
     output:
         png=report(
-            "results/plots/violin_{metric}.png",
+            results.plot("violin_{metric}", "png"),
             caption="../report/violin.rst",
             category="Figures",
             subcategory="Metric by factor",
@@ -13,7 +13,7 @@ rule plot_violins:
                 judge_based=lambda wildcards: wildcards.metric in JUDGE_METRICS,
             ),
         ),
-        svg="results/plots/violin_{metric}.svg",
+        svg=results.plot("violin_{metric}", "svg"),
     log:
         "logs/plot_violins/{metric}.log",
     params:
@@ -26,16 +26,16 @@ rule plot_violins:
 
 rule plot_pareto:
     input:
-        stacks="results/metrics/stacks.parquet",
+        stacks=results.metrics("stacks"),
     output:
         png=report(
-            "results/plots/pareto.png",
+            results.plot("pareto", "png"),
             caption="../report/pareto.rst",
             category="Figures",
             subcategory="Efficiency",
             labels=with_judge_gate({"figure": "Pareto frontier"}),
         ),
-        svg="results/plots/pareto.svg",
+        svg=results.plot("pareto", "svg"),
     log:
         "logs/plot_pareto/plot_pareto.log",
     script:
@@ -44,16 +44,16 @@ rule plot_pareto:
 
 rule plot_effects:
     input:
-        effects="results/stats/effects.parquet",
+        effects=results.stats("effects"),
     output:
         png=report(
-            "results/plots/effects.png",
+            results.plot("effects", "png"),
             caption="../report/effects.rst",
             category="Figures",
             subcategory="Effects",
             labels=with_judge_gate({"figure": "per-stack means with CIs"}),
         ),
-        svg="results/plots/effects.svg",
+        svg=results.plot("effects", "svg"),
     log:
         "logs/plot_effects/plot_effects.log",
     params:
@@ -64,16 +64,16 @@ rule plot_effects:
 
 rule plot_top_values:
     input:
-        values=get_values_outputs(),
+        values=every_stack(results.values),
     output:
         png=report(
-            expand("results/plots/top_values_{model}.png", model=STACK_MODELS),
+            expand(results.plot("top_values_{model}", "png"), model=STACK_MODELS),
             caption="../report/top_values.rst",
             category="Figures",
             subcategory="Social values",
             labels=lambda wildcards: {"figure": "top values"},
         ),
-        svg=expand("results/plots/top_values_{model}.svg", model=STACK_MODELS),
+        svg=expand(results.plot("top_values_{model}", "svg"), model=STACK_MODELS),
     log:
         "logs/plot_top_values/plot_top_values.log",
     script:

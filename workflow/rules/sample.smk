@@ -2,9 +2,9 @@ rule sample_tasks:
     input:
         tasks=get_task_source_files,
     output:
-        tasks="results/tasks.parquet",
-        allocation="results/tasks_allocation.parquet",
-        allocation_csv="results/tasks_allocation.csv",
+        tasks=results.tasks(),
+        allocation=results.tasks_allocation(),
+        allocation_csv=results.tasks_allocation("csv"),
     log:
         "logs/sample_tasks/sample_tasks.log",
     params:

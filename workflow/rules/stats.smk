@@ -1,10 +1,10 @@
 rule test_factors:
     input:
-        runs="results/metrics/runs.parquet",
+        runs=results.metrics("runs"),
     output:
-        tests="results/stats/tests.parquet",
-        groups="results/stats/groups.parquet",
-        posthoc="results/stats/posthoc.parquet",
+        tests=results.stats("tests"),
+        groups=results.stats("groups"),
+        posthoc=results.stats("posthoc"),
     log:
         "logs/test_factors/test_factors.log",
     params:
@@ -18,10 +18,10 @@ rule test_factors:
 
 rule blocked_tests:
     input:
-        runs="results/metrics/runs.parquet",
+        runs=results.metrics("runs"),
     output:
-        tests="results/stats/blocked_tests.parquet",
-        pairs="results/stats/blocked_pairs.parquet",
+        tests=results.stats("blocked_tests"),
+        pairs=results.stats("blocked_pairs"),
     log:
         "logs/blocked_tests/blocked_tests.log",
     params:

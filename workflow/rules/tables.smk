@@ -1,27 +1,27 @@
 rule write_tables:
     input:
-        stacks="results/metrics/stacks.parquet",
+        stacks=results.metrics("stacks"),
         # the mixed models' joint test per factor and interaction (the report leads with it)
-        joint="results/stats/mixed_joint.parquet",
-        tests="results/stats/tests.parquet",
-        groups="results/stats/groups.parquet",
-        effects="results/stats/effects.parquet",
-        repeats="results/stats/repeats.parquet",
-        judge_validity="results/stats/judge_validity.parquet",
-        judge_panel="results/stats/judge_panel.parquet",
+        joint=results.stats("mixed_joint"),
+        tests=results.stats("tests"),
+        groups=results.stats("groups"),
+        effects=results.stats("effects"),
+        repeats=results.stats("repeats"),
+        judge_validity=results.stats("judge_validity"),
+        judge_panel=results.stats("judge_panel"),
         # the versions table reads the runs' provenance columns
-        runs=get_run_outputs(),
+        runs=every_stack(results.runs),
     output:
-        markdown=expand("results/tables/{table}.md", table=TABLES),
+        markdown=expand(results.table("{table}", "md"), table=TABLES),
         csv=report(
-            expand("results/tables/{table}.csv", table=TABLES),
+            expand(results.table("{table}", "csv"), table=TABLES),
             caption="../report/tables.rst",
             category="Tables",
             labels=with_judge_gate({"tables": "mastif tables"}),
         ),
-        versions_markdown="results/tables/versions.md",
+        versions_markdown=results.table("versions", "md"),
         versions=report(
-            "results/tables/versions.csv",
+            results.table("versions", "csv"),
             caption="../report/versions.rst",
             category="Tables",
             labels={"tables": "versions"},

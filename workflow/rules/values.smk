@@ -1,9 +1,9 @@
 rule tag_values:
     input:
-        runs="results/runs/{model}/{protocol}/{framework}.parquet",
+        runs=results.runs(),
         corpus=get_values_corpus_file,
     output:
-        values="results/values/{model}/{protocol}/{framework}.parquet",
+        values=results.values(),
     log:
         "logs/tag_values/{model}/{protocol}/{framework}.log",
     priority: 10

@@ -1,16 +1,16 @@
 rule build_viewer:
     input:
-        metrics_runs="results/metrics/runs.parquet",
-        tasks="results/tasks.parquet",
-        runs=get_run_outputs(),
-        judged=get_judged_outputs(),
-        values=get_values_outputs(),
+        metrics_runs=results.metrics("runs"),
+        tasks=results.tasks(),
+        runs=every_stack(results.runs),
+        judged=every_stack(results.judged),
+        values=every_stack(results.values),
         # the judge gate's verdict, shown on every page
-        judge_validity="results/stats/judge_validity.parquet",
+        judge_validity=results.stats("judge_validity"),
     output:
         # not a report() item: a directory with an htmlindex makes Snakemake refuse a
         # single-file report (.html); workflow.rst links to it instead
-        site=directory("results/viewer"),
+        site=directory(results.VIEWER),
     log:
         "logs/build_viewer/build_viewer.log",
     params:

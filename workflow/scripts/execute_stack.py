@@ -4,17 +4,15 @@ from mastif.core.logsetup import log_to
 
 log_to(snakemake.log[0])
 
-import logging
 import os
-import sys
 from pathlib import Path
 
 import polars as pl
 import pyarrow.parquet as pq
 
-from mastif.core.config import ModelPrice, Stack
+from mastif.core.config import Stack
 from mastif.core.trace import runs_to_table
-from mastif.execution.budget import RESERVATION_GRACE_S, BudgetReached, job_gate
+from mastif.execution.budget_gate import model_job_gate, stop_at_budget
 from mastif.execution.experiment import stack_job_config
 from mastif.execution.runner import execute_stack, parse_scatteritem, setup_model_job
 from mastif.tasks import tasks_from_frame
@@ -51,15 +49,14 @@ tasks = tasks_from_frame(pl.read_parquet(snakemake.input.tasks))
 # The budget and the price it is counted at are read from the config, not params: neither
 # changes a run this job writes, and a param would make Snakemake rerun every finished
 # stack (whose checkpoints are gone) when the budget is raised to continue.
-price = snakemake.config["models"][w.model]["price"]
-budget = job_gate(
+budget = model_job_gate(
     snakemake.config["execution"]["budget"],
-    ModelPrice.model_validate(price) if price is not None else None,
+    snakemake.config["models"][w.model]["price"],
     stack,
-    # a reservation outlives its run only if the job was killed outright
-    expires_in_s=config.generation.timeout_s + RESERVATION_GRACE_S,
+    longest_s=config.generation.timeout_s,  # a run's time-out
 )
-try:
+# the budget's stop: no shard Parquet is written, the checkpoint keeps the finished runs
+with stop_at_budget(stack.path):
     traces = execute_stack(
         config,
         stack,
@@ -70,11 +67,6 @@ try:
         shard=parse_scatteritem(w.scatteritem),
         budget=budget,
     )
-except BudgetReached as exc:
-    # an expected stop, not a crash: one sentence in the job's log and on stderr, no
-    # traceback; no shard Parquet is written, the checkpoint keeps the finished runs
-    logging.getLogger("mastif.job").error("%s: %s", stack.path, exc)
-    sys.exit(f"{stack.path}: {exc}")
 pq.write_table(runs_to_table(traces), snakemake.output.runs)
 # the Parquet now holds this shard's runs; the checkpoint only served an interrupted job
 Path(p.checkpoint).unlink(missing_ok=True)

@@ -7,12 +7,13 @@ log_to(snakemake.log[0])
 import logging
 from pathlib import Path
 
+from mastif.core import results
 from mastif.importers import read_mastif_log, write_imported
 
 imported = read_mastif_log(snakemake.input.log)
 declared = {Path(p) for p in [snakemake.output.tasks, *snakemake.output.runs]}
 expected = {Path(snakemake.output.tasks)} | {
-    Path(snakemake.output.tasks).parent / "runs" / f"{s.path}.parquet" for s in imported.stacks()
+    Path(results.runs(s.path, root=Path(snakemake.output.tasks).parent)) for s in imported.stacks()
 }
 if expected != declared:  # the log changed since the DAG was built
     raise ValueError(

@@ -5,16 +5,14 @@ from mastif.core.logsetup import log_to
 log_to(snakemake.log[0])
 
 import json
-import logging
-import sys
 from contextlib import contextmanager
 from pathlib import Path
 
 import polars as pl
 
-from mastif.core.config import ModelPrice, Stack
+from mastif.core.config import Stack
 from mastif.evaluation.judge import JudgeClip, JudgeSettings
-from mastif.execution.budget import RESERVATION_GRACE_S, BudgetReached, job_gate
+from mastif.execution.budget_gate import model_job_gate, model_price, stop_at_budget
 from mastif.execution.experiment import model_spec
 from mastif.execution.judging import JudgeBudget, JudgeCheckpoint, judge_panel_runs
 from mastif.execution.runner import setup_model_job
@@ -58,24 +56,26 @@ def open_gateway(model_id):
 # neither changes a judgement, and raising the budget to continue must not rerun finished
 # stacks. A judgement takes at most its attempts' requests; its reservation outlives it
 # only if the job was killed outright.
-longest_s = max(
+longest_request_s = max(
     model_spec(m, s, base_dir=Path.cwd()).options.request_timeout_s
     for m, s in p.judge_model_specs.items()
 )
-gate = job_gate(
+stack = Stack(w.model, w.protocol, w.framework)
+gate = model_job_gate(
     snakemake.config["execution"]["budget"],
     None,  # each judge's own price below
-    Stack(w.model, w.protocol, w.framework),
-    expires_in_s=p.attempts * longest_s + RESERVATION_GRACE_S,
+    stack,
+    longest_s=p.attempts * longest_request_s,
 )
 budget = None
 if gate is not None:
-    prices = {m: snakemake.config["models"][m]["price"] for m in p.judge_models}
     budget = JudgeBudget(
-        gate, {m: None if v is None else ModelPrice.model_validate(v) for m, v in prices.items()}
+        gate, {m: model_price(snakemake.config["models"][m]["price"]) for m in p.judge_models}
     )
 checkpoint = JudgeCheckpoint(Path(p.checkpoint))
-try:
+# the budget's stop: no judged table is written, the checkpoint keeps the finished
+# judgements for the rerun
+with stop_at_budget(f"judging {stack.path}"):
     judged = judge_panel_runs(
         runs,
         tasks,
@@ -89,12 +89,6 @@ try:
         # a judge's spec decides its judgements too: a checkpointed one counts only for it
         salt={m: json.dumps(s, sort_keys=True) for m, s in p.judge_model_specs.items()},
     )
-except BudgetReached as exc:
-    # an expected stop, not a crash: one sentence, no traceback; no judged table is
-    # written, the checkpoint keeps the finished judgements for the rerun
-    stack = f"{w.model}/{w.protocol}/{w.framework}"
-    logging.getLogger("mastif.job").error("judging %s: %s", stack, exc)
-    sys.exit(f"judging {stack}: {exc}")
 judged.write_parquet(snakemake.output.judged)
 # the Parquet now holds every judgement; the checkpoint only served an interrupted job
 checkpoint.remove()

@@ -17,14 +17,18 @@ Metrics (``results/stats/effects.parquet``, :data:`EFFECTS_SCHEMA`):
 
 * ``TCR``: the judge's completion score over the judged runs of every status (Eq. 1);
 * ``success``: share of runs whose programmatic check passed, over the runs with a check;
-* ``CT``, ``V``: over the completed runs only (status ok; :func:`mastif.analysis.stats.metric_runs`);
+* ``CT``, ``V``: over the completed runs only (status ok);
 * ``TUSR``: successful tool calls / tool calls, pooled over the calls (Eq. 5);
-* ``SVS``: mean IVS (Eq. 8) over the completed runs (``metric_runs``) with a final answer
-  (the runs :func:`mastif.evaluation.metrics.stack_metrics` averages for SVS);
+* ``SVS``: mean IVS (Eq. 8) over the completed runs with a final answer;
 * ``pareto``: ``mean`` is the share of resamples in which the stack is on the Pareto front of
-  (max TCR, min CT, min V) (:func:`mastif.evaluation.metrics.pareto_front`), with the eligibility rule of
-  ``stack_metrics``: a stack with a timed-out or errored run among the resampled runs is not
-  on the front of that resample. ``n_values`` is the number of resamples; no interval.
+  (max TCR, min CT, min V) (:func:`mastif.evaluation.measures.pareto_front`), with the
+  eligibility rule of ``stack_metrics``: a stack with a timed-out or errored run or a failed
+  judgement among the resampled runs is not on the front of that resample
+  (:func:`~mastif.evaluation.measures.pareto_ineligible`). ``n_values`` is the number of
+  resamples; no interval.
+
+Which runs count for each metric is :func:`mastif.evaluation.measures.counted`, as in the
+stack table and the tests.
 """
 
 from __future__ import annotations
@@ -35,9 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from mastif.analysis.stats import COMPLETED_ONLY
-from mastif.core.trace import COMPLETED
-from mastif.evaluation.metrics import STACK_KEYS, judge_failed, pareto_front
+from mastif.core.factors import STACK_KEYS
+from mastif.evaluation.measures import counted, judge_failed, pareto_front, pareto_ineligible
 
 #: the metrics with a bootstrap interval, in the table's order
 EFFECT_METRICS: tuple[str, ...] = ("TCR", "success", "CT", "V", "TUSR", "SVS")
@@ -115,9 +118,9 @@ class Grid:
 
 
 def metric_where(metric: str) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
-    """(runs kept, numerator, denominator) of ``metric``'s pooled mean: the runs
-    :func:`mastif.analysis.stats.metric_runs` keeps (completed only for CT, V and IVS), and see the
-    module docstring for the rest."""
+    """(runs kept, numerator, denominator) of ``metric``'s pooled mean: the runs with a value
+    that count for it (:func:`mastif.evaluation.measures.counted`), and see the module
+    docstring for the rest."""
     if metric == "TUSR":
         calls = pl.col("n_tool_calls").fill_null(0) > 0
         return (
@@ -128,14 +131,7 @@ def metric_where(metric: str) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
     col = {"SVS": "IVS"}.get(metric, metric)
     if col not in {"TCR", "success", "CT", "V", "IVS"}:
         raise ValueError(f"unknown metric {metric!r}")
-    where = pl.col(col).is_not_null()
-    if col in COMPLETED_ONLY:
-        where &= pl.col("status") == COMPLETED
-    if col == "TCR":  # Eq. 1: the judged runs (a failed judge's row has no mark anyway)
-        where &= ~judge_failed()
-    if col == "IVS":  # SVS, Eq. 8: the runs with a final answer, as stack_metrics
-        where &= pl.col("has_final_answer").fill_null(False)
-    return where, pl.col(col), pl.lit(1.0)
+    return pl.col(col).is_not_null() & counted(metric), pl.col(col), pl.lit(1.0)
 
 
 def metric_sums(grid: Grid, metric: str) -> np.ndarray:
@@ -155,8 +151,7 @@ def _finite(x: float) -> float | None:
 def _pareto_shares(grid: Grid, counts: np.ndarray, sums: dict[str, np.ndarray]) -> np.ndarray:
     """Per stack: share of resamples in which it is on the Pareto front."""
     est = {m: _ratio(counts @ sums[m][0], counts @ sums[m][1]) for m in ("TCR", "CT", "V")}
-    # not eligible: a timed-out or errored run, or a failed judgement (TCR unknown)
-    failed = grid.sums((pl.col("status") != COMPLETED) | judge_failed(), pl.lit(1.0), pl.lit(0.0))
+    failed = grid.sums(pareto_ineligible(), pl.lit(1.0), pl.lit(0.0))
     n_failed = counts @ failed[2]
     on_front = np.zeros(grid.stacks.height)
     for b in range(counts.shape[0]):

@@ -15,7 +15,7 @@ With ``judge.models`` every judge of the panel scores every run, ``judge.repeats
 * ``judge_vs_check`` (criterion TCR): each judge's accuracy and Cohen's kappa against the
   programmatic checks (``success``), its verdict being its repeat-0 TCR >= 0.7 as in
   ``judge_success``: the pooled row of :func:`mastif.analysis.judge_validity.judge_validity` (point
-  estimates by :func:`mastif.evaluation.metrics.judge_agreement`, percentile intervals over task
+  estimates by :func:`mastif.evaluation.agreement.judge_agreement`, percentile intervals over task
   resamples). The panel median's own agreement is ``judge_validity.parquet``'s.
 * ``test_retest`` (per judge and criterion): Krippendorff's alpha (ordinal) across that
   judge's repeats of the same runs; coders are the repeats.
@@ -35,8 +35,8 @@ import numpy as np
 import polars as pl
 
 from mastif.analysis.judge_validity import judge_validity
+from mastif.evaluation.agreement import judge_success
 from mastif.evaluation.judge import CRITERIA, SCORE_ANCHORS
-from mastif.evaluation.metrics import judge_success
 
 INTER_JUDGE, JUDGE_VS_CHECK, TEST_RETEST = "inter_judge", "judge_vs_check", "test_retest"
 ALPHA = "krippendorff_alpha"

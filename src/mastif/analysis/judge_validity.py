@@ -9,7 +9,7 @@ resamples (:mod:`mastif.analysis.bootstrap`: a drawn task brings every stack's r
 
 In a resample the 2x2 table of (check, verdict) counts is summed over the drawn tasks and
 accuracy and kappa are computed from it in one vectorised step (the same formula as
-``cohen_kappa_score`` for two labels, checked against it in tests/test_judge_validity.py);
+``cohen_kappa_score`` for two labels, checked against it in tests/analysis/test_judge_validity.py);
 calling scikit-learn 2,000 times per stack would take minutes. A resample in which kappa is
 undefined (chance agreement 1: one label throughout) is left out of kappa's and accuracy's
 intervals and counted in the note.
@@ -37,8 +37,8 @@ from mastif.analysis.bootstrap import (
     resample_counts,
     task_resamples,
 )
+from mastif.core.factors import STACK_KEYS
 from mastif.evaluation.agreement import ONE_CLASS_ONLY, judge_agreement
-from mastif.evaluation.metrics import STACK_KEYS
 
 POOLED = "pooled"
 

@@ -19,7 +19,7 @@ Which model for which metric (column ``model_kind``):
 
 - ``CT`` and ``V`` — ``lmm``: a linear mixed model (``statsmodels.formula.api.mixedlm``, REML)
   of log CT and log V with a random intercept per task, over completed runs only
-  (status ok, :data:`mastif.analysis.stats.COMPLETED_ONLY`: a timed-out run's time is capped, its
+  (status ok, :func:`mastif.evaluation.measures.counted`: a timed-out run's time is capped, its
   tokens cut short). Times and token counts are positive and right-skewed with a spread that
   grows with their size, so on the log scale effects are multiplicative and the residuals
   closer to normal: exp(estimate) is the ratio of geometric means against the reference.

@@ -33,7 +33,8 @@ import math
 import numpy as np
 import polars as pl
 
-from mastif.evaluation.metrics import JUDGE_FAILED, STACK_KEYS
+from mastif.core.factors import STACK_KEYS
+from mastif.evaluation.measures import judged
 
 REPEATS_SCHEMA: dict[str, pl.DataType] = {
     "model": pl.String(),
@@ -115,10 +116,8 @@ def _rows_for_stack(stack: dict[str, str], data: pl.DataFrame, k_max: int) -> li
         add("flip_rate", None, flips / len(multi), len(multi), None)
     else:
         add("flip_rate", None, None, 0, "insufficient: no task with 2 checked runs")
-    judged = data.filter(
-        pl.col("TCR").is_not_null(), pl.col("judge_status").fill_null("") != JUDGE_FAILED
-    )
-    for metric, frame, col in (("ICC_success", checked, "success"), ("ICC_TCR", judged, "TCR")):
+    scored = data.filter(pl.col("TCR").is_not_null(), judged())
+    for metric, frame, col in (("ICC_success", checked, "success"), ("ICC_TCR", scored, "TCR")):
         values = frame[col].cast(pl.Float64).to_numpy()
         groups = frame["task_id"].to_numpy()
         n_tasks = int(frame["task_id"].n_unique())

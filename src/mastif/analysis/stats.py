@@ -34,7 +34,7 @@ import polars as pl
 
 from mastif.analysis.inference import independent_tasks, small_sample_reason
 from mastif.core.factors import FACTORS
-from mastif.core.trace import COMPLETED
+from mastif.evaluation.measures import counted
 
 # scipy and scikit-posthocs (seconds to import) are imported where they are used: every
 # figure job imports this module, for significance_stars only
@@ -55,21 +55,16 @@ HIGHER_IS_BETTER: dict[str, bool] = {
     "IVS": True,
 }
 
-#: metrics measured on completed runs only (status ok), as their stack means CT_mean, V_mean
-#: and SVS are: a timed-out or errored run's time and tokens were cut short, and it has no
-#: final answer whose values IVS could compare (mastif.evaluation.values)
-COMPLETED_ONLY: frozenset[str] = frozenset({"CT", "V", "IVS"})
-
 #: the judge's ordinal scores (1-5 anchors, TCR from them): Kruskal-Wallis, no Shapiro gate
 ORDINAL: frozenset[str] = frozenset({"TU", "TA", "TCR"})
 
 
 def metric_runs(run_table: pl.DataFrame, metric: str) -> pl.DataFrame:
-    """The runs whose ``metric`` enters the tests and the violins: the completed ones for
-    :data:`COMPLETED_ONLY` metrics, else all (nulls are dropped later, per metric)."""
-    if metric in COMPLETED_ONLY and "status" in run_table.columns:
-        return run_table.filter(pl.col("status") == COMPLETED)
-    return run_table
+    """The runs whose ``metric`` enters the tests and the violins: those that count for it
+    (:func:`mastif.evaluation.measures.counted`, as in its stack mean: the completed runs for
+    CT and V, the answered ones for IVS, the judged ones for the judge's scores), by the
+    columns the table has; nulls are dropped later, per metric."""
+    return run_table.filter(counted(metric, run_table.columns))
 
 
 TESTS_SCHEMA: dict[str, pl.DataType] = {
@@ -170,6 +165,73 @@ def _group_rows(
     return rows, samples
 
 
+def _metric_data(
+    run_table: pl.DataFrame, metric: str, factor: str
+) -> tuple[pl.DataFrame, pl.DataFrame, list[str], int]:
+    """The runs that count for ``metric`` with a value and a ``factor`` level (with their
+    task), the same without the task, the factor's levels, and the distinct tasks behind
+    them (0 without a task column: unknown, no p)."""
+    task = [pl.col(TASK).cast(pl.String)] if TASK in run_table.columns else []
+    full = (
+        metric_runs(run_table, metric)
+        .select(
+            *task, pl.col(factor).cast(pl.String), pl.col(metric).cast(pl.Float64).fill_nan(None)
+        )
+        .drop_nulls([factor, metric])
+    )
+    data = full.select(factor, metric)
+    levels = sorted(data[factor].unique().to_list())
+    return full, data, levels, independent_tasks(full, TASK)
+
+
+def _too_few_tasks(full: pl.DataFrame, factor: str, n_tasks: int, min_n: int) -> str | None:
+    """Why no p-value: fewer than ``min_n`` tasks in all
+    (:func:`mastif.analysis.inference.small_sample_reason`) or in a level; None if enough."""
+    reason = small_sample_reason(n_tasks, min_n)
+    if reason is not None:
+        return reason
+    level_tasks = {
+        str(lv): int(n) for lv, n in full.group_by(factor).agg(pl.col(TASK).n_unique()).rows()
+    }
+    small = sorted((lv, n) for lv, n in level_tasks.items() if n < min_n)
+    if not small:
+        return None
+    return (
+        f"insufficient: n = {min(n for _, n in small)} tasks < min_n {min_n} ({factor} "
+        + ", ".join(f"{lv}: {n}" for lv, n in small)
+        + ")"
+    )
+
+
+def _omnibus(test: dict[str, Any], samples: list[np.ndarray], all_normal: bool) -> bool:
+    """One-way ANOVA (``all_normal``) or Kruskal-Wallis of ``samples``, with its effect
+    size, into ``test``; False (and a note) when scipy cannot compute it."""
+    from scipy import stats as st
+
+    name = "anova" if all_normal else "kruskal"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            res = st.f_oneway(*samples) if all_normal else st.kruskal(*samples)
+    except ValueError as exc:  # e.g. Kruskal-Wallis on all-identical values
+        test["all_normal"] = None
+        test["note"] = f"{name} failed: {exc}"
+        return False
+    statistic, p_value = _float(res.statistic), _float(res.pvalue)
+    if statistic is None or p_value is None:
+        test["all_normal"] = None
+        test["note"] = f"{name} undefined on these data (NaN result)"
+        return False
+    n, k = sum(x.size for x in samples), len(samples)
+    effect = (
+        statistic * (k - 1) / (statistic * (k - 1) + n - k)  # η² from F
+        if all_normal
+        else (statistic - k + 1) / (n - k)  # ε² of Kruskal-Wallis
+    )
+    test.update(test=name, statistic=statistic, p_value=p_value, effect=_float(effect))
+    return True
+
+
 def _test_one(
     run_table: pl.DataFrame,
     metric: str,
@@ -179,19 +241,7 @@ def _test_one(
     min_n: int = 5,
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
     """Tests, groups and post-hoc rows for one (metric, factor)."""
-    from scipy import stats as st
-
-    task = [pl.col(TASK).cast(pl.String)] if TASK in run_table.columns else []
-    full = (
-        metric_runs(run_table, metric)
-        .select(
-            *task, pl.col(factor).cast(pl.String), pl.col(metric).cast(pl.Float64).fill_nan(None)
-        )
-        .drop_nulls([factor, metric])
-    )
-    n_tasks = independent_tasks(full, TASK)  # 0 without a task column: unknown, no p
-    data = full.select(factor, metric)
-    levels = sorted(data[factor].unique().to_list())
+    full, data, levels, n_tasks = _metric_data(run_table, metric, factor)
     test: dict[str, Any] = {
         "metric": metric,
         "factor": factor,
@@ -227,46 +277,13 @@ def _test_one(
     else:
         all_normal = all(g["shapiro_p"] is not None and g["shapiro_p"] > alpha for g in groups)
         test["all_normal"] = all_normal
-    name = "anova" if all_normal else "kruskal"
     test["effect_name"] = "eta2" if all_normal else "epsilon2"
-    reason = small_sample_reason(n_tasks, min_n)
+    reason = _too_few_tasks(full, factor, n_tasks, min_n)
     if reason is not None:
-        test.update(test=name, note=reason)
+        test.update(test="anova" if all_normal else "kruskal", note=reason)
         return test, groups, _dunn(metric, factor, data, p_adjust, n_tasks, reason)
-    level_tasks = {
-        str(lv): int(n) for lv, n in full.group_by(factor).agg(pl.col(TASK).n_unique()).rows()
-    }
-    small = sorted((lv, n) for lv, n in level_tasks.items() if n < min_n)
-    if small:
-        test["test"] = name
-        test["note"] = (
-            f"insufficient: n = {min(n for _, n in small)} tasks < min_n {min_n} ({factor} "
-            + ", ".join(f"{lv}: {n}" for lv, n in small)
-            + ")"
-        )
-        return test, groups, _dunn(metric, factor, data, p_adjust, n_tasks, test["note"])
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            res = st.f_oneway(*samples) if all_normal else st.kruskal(*samples)
-    except ValueError as exc:  # e.g. Kruskal-Wallis on all-identical values
-        test["all_normal"] = None
-        test["note"] = f"{'anova' if all_normal else 'kruskal'} failed: {exc}"
+    if not _omnibus(test, samples, all_normal):
         return test, groups, []
-    statistic, p_value = _float(res.statistic), _float(res.pvalue)
-    if statistic is None or p_value is None:
-        test["all_normal"] = None
-        test["note"] = (
-            f"{'anova' if all_normal else 'kruskal'} undefined on these data (NaN result)"
-        )
-        return test, groups, []
-    n, k = values.size, len(levels)
-    effect = (
-        statistic * (k - 1) / (statistic * (k - 1) + n - k)  # η² from F
-        if all_normal
-        else (statistic - k + 1) / (n - k)  # ε² of Kruskal-Wallis
-    )
-    test.update(test=name, statistic=statistic, p_value=p_value, effect=_float(effect))
     return test, groups, _dunn(metric, factor, data, p_adjust, n_tasks)
 
 

@@ -11,6 +11,8 @@ A2A agents) as tasks in the running event loop. Both ways share what matters:
 * uvicorn touches neither logging (``log_config=None``: its records go to the job's log
   like any other) nor signals (the job's SIGTERM handler stays in charge);
 * start-up waits until uvicorn says it is serving, and fails with the server's own error;
+* :class:`StartStop` gives every server the harness starts (these, the local model
+  server, the scripted model) the same ``with`` block;
 * shut-down asks uvicorn to exit, waits ``shutdown_timeout_s``, then forces it, so no
   thread or task outlives the block.
 """
@@ -21,9 +23,11 @@ import asyncio
 import socket
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager, nullcontext
-from typing import Any, Literal
+from types import TracebackType
+from typing import Any, Literal, Self
 
 import uvicorn
 
@@ -69,7 +73,29 @@ def make_server(
     return QuietServer(config)
 
 
-class ServerThread:
+class StartStop(ABC):
+    """``with server: ...`` is ``server.start()``, the block, then ``server.stop()``."""
+
+    @abstractmethod
+    def start(self) -> None: ...
+
+    @abstractmethod
+    def stop(self) -> None: ...
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class ServerThread(StartStop):
     """An app served on loopback from a thread with its own event loop.
 
     ``start()`` returns once uvicorn serves (raising its start-up error otherwise);
@@ -109,7 +135,7 @@ class ServerThread:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def start(self) -> ServerThread:
+    def start(self) -> ServerThread:  # type: ignore[override]
         if self._thread is not None:
             raise RuntimeError(f"the {self.name} server was already started")
         self._socket = bind_loopback()
@@ -153,12 +179,6 @@ class ServerThread:
         if self._socket is not None:
             self._socket.close()
             self._socket = None
-
-    def __enter__(self) -> ServerThread:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 @contextmanager

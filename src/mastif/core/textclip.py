@@ -5,7 +5,7 @@ tools cap their output (``tools.builtin._truncate``). A cut inside a word can sp
 sandbox's ``127.0.0.1:PORT`` — different in every stack job, and replaced by a stand-in
 for the response cache's key only when whole (``providers.gateway.Gateway._neutralise``) —
 into ``127.0.0.1:4``: the same run's prompt then differs between two jobs and misses the
-cache (found as a flaky ``tests/test_execution.py::test_cached_rerun_...``). It can also
+cache (found as a flaky ``tests/execution/test_execution.py::test_cached_rerun_...``). It can also
 leave half a number (``$129.9``) for the model to copy. Cutting between words keeps each
 URL and number whole or drops it whole.
 """

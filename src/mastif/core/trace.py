@@ -14,9 +14,11 @@ from __future__ import annotations
 import json
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import pyarrow as pa
+
+from mastif.core.config import Stack
 
 RunStatus = Literal["ok", "error", "timeout"]
 #: the status of a run whose workflow returned its answer, without a timeout or an error;
@@ -66,6 +68,21 @@ class LLMCall:
     upstream_s: float | None = None
     queue_s: float | None = None
     backoff_s: float | None = None
+
+
+class RunSubject(Protocol):
+    """What a run's identity columns take from its task (a :class:`mastif.tasks.Task`)."""
+
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def confirmed_task(self) -> str: ...
+    @property
+    def website(self) -> str: ...
+    @property
+    def domain(self) -> str | None: ...
+    @property
+    def level(self) -> str | None: ...
 
 
 @dataclass
@@ -182,6 +199,26 @@ class RunTrace:
     openai_version: str | None = None
     #: packages of the stack with no column above (a plugin framework's): "name==version, ..."
     other_packages: str | None = None
+
+    @classmethod
+    def of_task(
+        cls, run_id: str, experiment: str, stack: Stack, task: RunSubject, **columns: Any
+    ) -> RunTrace:
+        """The run ``run_id`` of ``task`` in ``stack``: the identity columns filled alike for
+        every origin (executed or imported), ``columns`` the rest (outcome, measurements)."""
+        return cls(
+            run_id=run_id,
+            experiment=experiment,
+            model=stack.model,
+            protocol=stack.protocol,
+            framework=stack.framework,
+            task_id=task.task_id,
+            task_text=task.confirmed_task,
+            website=task.website,
+            domain=task.domain,
+            level=task.level,
+            **columns,
+        )
 
     def to_row(self) -> dict[str, Any]:
         return asdict(self)

@@ -11,7 +11,7 @@ short sentences are not padded to long ones.
 Why: a tagging job no longer imports torch (~11 s of each job's start in the default run)
 and embeds faster (``bench/tagging.py``). The export is float32, not quantised: its
 embeddings equal sentence-transformers' to ~1e-7 and give the same labels
-(``tests/test_values.py``); an int8 model changed 40 of 487 labels on the default run's
+(``tests/evaluation/test_values.py``); an int8 model changed 40 of 487 labels on the default run's
 texts, so it is not offered.
 
 The export (torch and ``onnx`` are needed for it, once) goes to

@@ -6,9 +6,10 @@ even the best similarity is below a threshold. The values of a text are the unio
 sentences (SV, Section 3.4). The corpus uses the responsible-prompting JSON format, so a
 user can swap in the upstream corpus (path or URL) without code changes.
 
-IVS (Eq. 8) is the mean pairwise Jaccard similarity of the value sets S_0 (prompt),
-S_1..S_m (reasoning steps) and S_{m+1} (final answer) of one run, with two departures from a
-literal reading that keep a failing or silent run from scoring well:
+IVS (Eq. 8, computed by :mod:`mastif.evaluation.measures`) is the mean pairwise Jaccard
+similarity of the value sets S_0 (prompt), S_1..S_m (reasoning steps) and S_{m+1} (final
+answer) of one run, with two departures from a literal reading that keep a failing or silent
+run from scoring well:
 
 - Jaccard(∅, ∅) is undefined (0/0) and such a pair is left out of the mean, not scored 1:
   two texts without any recognisable value say nothing about whether values were kept.
@@ -31,7 +32,6 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import combinations
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,7 +40,13 @@ import numpy as np
 import polars as pl
 
 from mastif.core.paths import resources_dir
-from mastif.core.trace import COMPLETED
+from mastif.evaluation.measures import (
+    has_final_answer,
+    informative_pairs,
+    ivs,
+    ivs_prompt_output,
+    ivs_reasoning,
+)
 
 Polarity = Literal["positive", "negative"]
 Embedder = Callable[[list[str]], np.ndarray]
@@ -330,54 +336,6 @@ def load_value_embedder(backend: str = "onnx", threads: int = 1) -> Embedder:
     raise ValueError(f"values.backend: {backend!r} is not one of {list(EMBEDDING_BACKENDS)}")
 
 
-# --- Eq. 8 -----------------------------------------------------------------------------
-
-ValueSet = set[str] | frozenset[str]
-
-
-def jaccard(a: ValueSet, b: ValueSet) -> float | None:
-    """|A ∩ B| / |A ∪ B|, the summand of Eq. 8; ``None`` for Jaccard(∅, ∅).
-
-    Eq. 8 leaves 0/0 undefined, and it stays undefined here: two texts that carry no
-    recognisable value give no evidence that values were kept (scoring them 1 let a silent or
-    failed run reach SVS = 1). Callers leave such pairs out.
-    """
-    union = a | b
-    if not union:
-        return None
-    return len(a & b) / len(union)
-
-
-def informative_pairs(sets: Sequence[ValueSet]) -> list[float]:
-    """Jaccard of every pair j < k of ``sets`` in which at least one set is non-empty."""
-    return [j for a, b in combinations(sets, 2) if (j := jaccard(a, b)) is not None]
-
-
-def ivs(sets: Sequence[ValueSet]) -> float | None:
-    """Internal value stability, Eq. 8: mean pairwise Jaccard over S_0..S_{m+1}.
-
-    Eq. 8 averages all (m+1)(m+2)/2 pairs j < k; here the mean is over the pairs with at
-    least one non-empty set (:func:`informative_pairs`). ``None`` when there is no such
-    pair: every set empty, or fewer than two sets.
-    """
-    pairs = informative_pairs(sets)
-    return float(np.mean(pairs)) if pairs else None
-
-
-def ivs_prompt_output(s0: ValueSet, s_final: ValueSet | None) -> float | None:
-    """Prompt-to-output stability: Jaccard(S_0, S_{m+1}) (Table 5's SVS_{P,o} summand).
-
-    ``None`` when the run has no final answer (``s_final`` is None) or both sets are empty.
-    """
-    return None if s_final is None else jaccard(s0, s_final)
-
-
-def ivs_reasoning(steps: Sequence[ValueSet]) -> float | None:
-    """Eq. 8 restricted to the reasoning steps S_1..S_m; ``None`` without an informative pair
-    (m < 2, or every step empty)."""
-    return ivs(steps)
-
-
 # --- runs table -> values table ------------------------------------------------------------
 
 #: the output key of the workflow node that writes the answer (config/config.yaml
@@ -416,8 +374,9 @@ def split_run_texts(
 ) -> tuple[list[str], str | None]:
     """(reasoning step texts S_1..S_m, final answer text or None) of one run.
 
-    A run has a final answer when it completed (status ``"ok"``; an empty answer then is an
-    answer without values, S_{m+1} = ∅). Its last node output is the answer's node when that
+    A run has a final answer when it completed
+    (:func:`~mastif.evaluation.measures.has_final_answer`; an empty answer then is an answer
+    without values, S_{m+1} = ∅). Its last node output is the answer's node when that
     output has the :data:`FINAL_ANSWER_KEY` key or the answer's text — every mastif workflow
     returns its last node's output, and the log importer appends the answer as the last
     output — and is then not a step. A timed-out or errored run has no final answer: every
@@ -425,7 +384,7 @@ def split_run_texts(
     included, is a reasoning step.
     """
     outputs = list(node_outputs or [])
-    has_final = status == COMPLETED
+    has_final = has_final_answer(status)
     final = (final_answer or "") if has_final else None
     if final is not None and outputs:
         last = outputs[-1]

@@ -9,7 +9,7 @@ other nodes of a cluster's shared filesystem, append whole lines one at a time:
 * ``spent``: a finished run's ``run_id``, tokens and dollars. Read de-duplicated by run id,
   so a run that is found again (a resumed job settling its checkpoint) counts once.
 * ``reserved``: before a run starts, its job reserves the run's upper bound (the ``high``
-  scenario of :mod:`mastif.execution.estimate`) and starts it only if spent + reserved + bound fits
+  scenario of :mod:`mastif.execution.cost_model`) and starts it only if spent + reserved + bound fits
   the budget. The check and the reservation happen under the lock, so two jobs cannot both
   start the last affordable run. A ``spent`` or ``released`` line of the run ends it; a
   reservation of a job that was killed outright expires after the run's time-out
@@ -21,7 +21,7 @@ repeat) is an entry of its own (:func:`judgement_entry`), reserved before it sta
 settled with its API usage, by the judging job (:mod:`mastif.execution.judging`). So the cap is the
 experiment's, agent runs and judging together; once it is reached neither starts anything.
 
-The bound is an estimate (tokens from characters, :mod:`mastif.execution.estimate`), so a run can
+The bound is an estimate (tokens from characters, :mod:`mastif.execution.cost_model`), so a run can
 cost more than its reservation; the budget can then be overshot by that excess of the runs
 in flight, never by a run started after the budget was reached.
 The ledger outlives the checkpoints and shard files on purpose: the spend of an experiment
@@ -41,13 +41,15 @@ from typing import Any
 
 from filelock import FileLock
 
+from mastif.core import results
 from mastif.core.atomic import append_lines, read_json_lines
 from mastif.core.config import ExperimentConfig, ModelPrice, Stack
+from mastif.core.pricing import usd_of
 from mastif.core.trace import RunTrace
 from mastif.tasks import Task
 
 #: the ledger, relative to the workflow directory
-LEDGER = Path("results/checkpoints/budget.jsonl")
+LEDGER = Path(results.LEDGER)
 #: how long past the run's time-out a reservation of a job that never settled it still
 #: counts (the run's end, checkpointing and settling take seconds; a killed job's
 #: reservation must not block the budget for ever)
@@ -76,6 +78,11 @@ class Cost:
 
     tokens: int
     usd: float | None
+
+    @staticmethod
+    def of(prompt: int, completion: int, price: ModelPrice | None) -> Cost:
+        """``prompt`` + ``completion`` tokens, and their dollars at ``price``."""
+        return Cost(prompt + completion, usd_of(prompt, completion, price))
 
 
 @dataclass(frozen=True)
@@ -282,13 +289,7 @@ def run_cost(trace: RunTrace, price: ModelPrice | None) -> Cost:
     reported, so nothing is known to be billed) and dollars at ``price`` (``None``
     unpriced)."""
     prompt, completion = trace.prompt_tokens or 0, trace.completion_tokens or 0
-    return Cost(prompt + completion, usd_of(prompt, completion, price))
-
-
-def usd_of(prompt: float, completion: float, price: ModelPrice | None) -> float | None:
-    if price is None:
-        return None
-    return (prompt * price.input_per_mtok + completion * price.output_per_mtok) / 1e6
+    return Cost.of(prompt, completion, price)
 
 
 def run_bounds(
@@ -299,9 +300,9 @@ def run_bounds(
     base_dir: Path | None = None,
 ) -> dict[str, Cost]:
     """Per task id, the most a run of ``stack`` on it could cost: the ``high`` scenario of
-    :func:`mastif.execution.estimate.simulate_run` (every loop to ``max_steps``, all tool rounds,
+    :func:`mastif.execution.cost_model.simulate_run` (every loop to ``max_steps``, all tool rounds,
     ``max_tokens`` replies). Must be called outside a running event loop."""
-    from mastif.execution.estimate import configured_tools, simulate_run
+    from mastif.execution.cost_model import configured_tools, simulate_run
 
     tools = configured_tools(config)
     prompt_format = config.prompt_format_for(stack.protocol)
@@ -311,10 +312,7 @@ def run_bounds(
             continue
         high, _ = simulate_run(config, stack.framework, prompt_format, "high", task, tools,
                                base_dir=base_dir)  # fmt: skip
-        bounds[task.task_id] = Cost(
-            high.prompt_tokens + high.completion_tokens,
-            usd_of(high.prompt_tokens, high.completion_tokens, price),
-        )
+        bounds[task.task_id] = Cost.of(high.prompt_tokens, high.completion_tokens, price)
     return bounds
 
 

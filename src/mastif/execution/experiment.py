@@ -114,12 +114,33 @@ def validate_config(raw: Mapping[str, Any], base_dir: Path | None = None) -> dic
 
 
 def _check_references(data: dict[str, Any], base_dir: Path) -> None:
+    """What the schema cannot check: names that must exist, files that must be there, and
+    the rules between sections; the first problem raises ConfigError."""
     from mastif.frameworks import FrameworkNotFound, check_frameworks
 
     try:
         check_frameworks(data["frameworks"])
     except FrameworkNotFound as exc:
         raise ConfigError(f"frameworks: {exc}") from None
+    _check_model_ids(data, base_dir)
+    _check_files(data, base_dir)
+    for mid, spec in data["models"].items():
+        apply_preset(mid, spec)
+        if spec["provider"] == "openai_compatible" and not spec.get("base_url"):
+            raise ConfigError(
+                f"models.{mid}.base_url: required for provider openai_compatible "
+                f"(or set a preset: {sorted(PROVIDER_PRESETS)})"
+            )
+        if spec["provider"] == "scripted":
+            _check_script(mid, spec, base_dir)
+        _check_local_server(mid, spec, base_dir)
+    _check_task_source(data["tasks"], base_dir)
+    _check_workflow_nodes(data, base_dir)
+
+
+def _check_model_ids(data: dict[str, Any], base_dir: Path) -> None:
+    """The agent models and the judges are configured models, the judge is in its panel,
+    a dollar budget has every charged model's price; and the log to import exists."""
     models = data["models"]
     for i, mid in enumerate(data["agent_models"]):
         if mid not in models:
@@ -158,6 +179,10 @@ def _check_references(data: dict[str, Any], base_dir: Path) -> None:
                 f"and judge; models.{unpriced[0]}.price is null (a free model: "
                 "input_per_mtok: 0, output_per_mtok: 0)"
             )
+
+
+def _check_files(data: dict[str, Any], base_dir: Path) -> None:
+    """The judge's rubric and a local value corpus exist (the rubric also readable)."""
     rubric = resolve_path(data["judge"]["rubric"], base_dir)
     if not rubric.is_file():
         raise ConfigError(f"judge.rubric: file not found: {rubric}")
@@ -168,17 +193,11 @@ def _check_references(data: dict[str, Any], base_dir: Path) -> None:
         and not resolve_path(corpus, base_dir).is_file()
     ):
         raise ConfigError(f"values.corpus: file not found: {resolve_path(corpus, base_dir)}")
-    for mid, spec in models.items():
-        apply_preset(mid, spec)
-        if spec["provider"] == "openai_compatible" and not spec.get("base_url"):
-            raise ConfigError(
-                f"models.{mid}.base_url: required for provider openai_compatible "
-                f"(or set a preset: {sorted(PROVIDER_PRESETS)})"
-            )
-        if spec["provider"] == "scripted":
-            _check_script(mid, spec, base_dir)
-        _check_local_server(mid, spec, base_dir)
-    tasks = data["tasks"]
+
+
+def _check_task_source(tasks: dict[str, Any], base_dir: Path) -> None:
+    """``tasks.path`` exactly for the sources read from a file, and there; ``columns`` for
+    ``file`` only."""
     if tasks["source"] in PATH_SOURCES and not tasks["path"]:
         raise ConfigError(f"tasks.path: required when tasks.source is {tasks['source']}")
     if tasks["source"] not in PATH_SOURCES and tasks["path"]:
@@ -189,6 +208,11 @@ def _check_references(data: dict[str, Any], base_dir: Path) -> None:
         raise ConfigError(f"tasks.path: file not found: {resolve_path(tasks['path'], base_dir)}")
     if tasks["columns"] and tasks["source"] != "file":
         raise ConfigError("tasks.columns: only for tasks.source file")
+
+
+def _check_workflow_nodes(data: dict[str, Any], base_dir: Path) -> None:
+    """The workflow's shape and nodes: unique names, valid ``stop_when`` regexes, prompt
+    files that exist and use known placeholders only."""
     workflow = data["workflow"]
     if workflow["shape"] == "hierarchical":
         nodes = workflow["nodes"]

@@ -16,7 +16,7 @@ returns the judged table (``docs/data.md``):
   judgements whose fingerprint still matches and makes only the others; nothing is judged
   twice, nothing is lost.
 * **Budgeted.** With a :class:`~mastif.execution.budget.BudgetGate`, each judgement reserves its
-  upper bound (:func:`mastif.execution.estimate.judgement_bound`) in the experiment's ledger before it
+  upper bound (:func:`mastif.execution.cost_model.judgement_bound`) in the experiment's ledger before it
   starts and settles its API usage after; once the budget refuses, no judgement starts, the
   ones in flight finish (checkpointed) and :class:`~mastif.execution.budget.BudgetReached` is raised.
 """
@@ -55,7 +55,6 @@ from mastif.execution.budget import (
     Cost,
     judgement_entry,
     refusal_of,
-    usd_of,
 )
 from mastif.providers import Gateway
 
@@ -141,10 +140,10 @@ class JudgeBudget:
     prices: Mapping[str, ModelPrice | None]
 
     def bound(self, judge_model: str, messages: list[dict[str, str]], s: JudgeSettings) -> Cost:
-        from mastif.execution.estimate import judgement_bound
+        from mastif.execution.cost_model import judgement_bound
 
         prompt, completion = judgement_bound(messages, s.max_tokens, s.attempts)
-        return Cost(prompt + completion, usd_of(prompt, completion, self.prices.get(judge_model)))
+        return Cost.of(prompt, completion, self.prices.get(judge_model))
 
     def check(self, judge_model: str, messages: list[dict[str, str]], s: JudgeSettings) -> None:
         """Raise BudgetReached when not even this judgement fits (before an endpoint opens)."""
@@ -158,7 +157,7 @@ class JudgeBudget:
         # a count the API did not report is 0 here, as for a run (nothing known to be billed)
         prompt = fields["judge_prompt_tokens"] or 0
         completion = fields["judge_completion_tokens"] or 0
-        return Cost(prompt + completion, usd_of(prompt, completion, self.prices.get(judge_model)))
+        return Cost.of(prompt, completion, self.prices.get(judge_model))
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ import openai
 from tqdm import tqdm
 
 from mastif.core.atomic import append_lines, read_json_lines
-from mastif.core.config import ExperimentConfig, Stack
+from mastif.core.config import ExperimentConfig, GenerationSpec, Stack
 from mastif.core.logsetup import log_to
 from mastif.core.provenance import check_framework, collect_provenance
 from mastif.core.timing import decompose
@@ -164,29 +164,36 @@ class Checkpoint:
         self.path.unlink(missing_ok=True)
 
 
-async def _run_task(
-    config: ExperimentConfig,
-    stack: Stack,
+@dataclass(frozen=True)
+class _StackJob:
+    """What every run of one stack job shares: the stack, its workflow, the gateway to its
+    model, its framework, and the versions its rows record (:mod:`mastif.core.provenance`)."""
+
+    config: ExperimentConfig
+    stack: Stack
+    plan: WorkflowPlan
+    gateway: Gateway
+    framework: FrameworkAdapter
+    versions: dict[str, Any] | None = None
+
+
+def _run_context(
+    job: _StackJob,
     unit: RunUnit,
-    plan: WorkflowPlan,
-    gateway: Gateway,
+    generation: GenerationSpec,
+    recorder: RunRecorder,
     protocol: StackProtocol,
-    framework: FrameworkAdapter,
     web: WebEnvironment,
-    http: GatewayClients | None = None,
-    versions: dict[str, Any] | None = None,
-) -> RunTrace:
-    """One run; ``versions``: the job's provenance columns (:mod:`mastif.core.provenance`)."""
-    task, run_id = unit.task, unit.run_id
-    recorder = RunRecorder()
-    # each repeat is its own sample: the seed moves with the repeat
-    gen = config.generation.model_copy(update={"seed": config.generation.seed + unit.repeat})
-    ctx = RunContext(
+    http: GatewayClients | None,
+) -> RunContext:
+    """What the framework sees of one run: its task, workflow, tools, model and recorder."""
+    run_id, gateway = unit.run_id, job.gateway
+    return RunContext(
         run_id=run_id,
         # the start page as this run's absolute URL (sandbox paths resolved)
-        task=task.model_copy(update={"start_url": web.begin_run(run_id, task)}),
-        plan=plan,
-        generation=gen,
+        task=unit.task.model_copy(update={"start_url": web.begin_run(run_id, unit.task)}),
+        plan=job.plan,
+        generation=generation,
         tools=protocol.transport,
         recorder=recorder,
         gateway_url=gateway.base_url_for(run_id, "x").rsplit("/x/v1", 1)[0],
@@ -197,29 +204,57 @@ async def _run_task(
         page_view=lambda: asyncio.to_thread(web.page_view, run_id),
         http=http,
     )
-    started_at = datetime.now(UTC)
-    # one origin for the run's wall clock, its model calls and its tool calls
-    t0 = recorder.origin = time.perf_counter()
-    gateway.begin_run(run_id, started=t0)
-    protocol.attach(run_id, ctx)
+
+
+async def _attempt(
+    ctx: RunContext, protocol: StackProtocol, framework: FrameworkAdapter, timeout_s: float
+) -> tuple[str, str | None, str | None, str]:
+    """Run the workflow (or hand the task to the A2A orchestrator) within ``timeout_s``:
+    (status, error_class, error_message, final answer); a failure is classified, never
+    raised."""
     status, error_class, error_message, final = "ok", None, None, ""
     try:
         if protocol.agents is not None:  # the task goes to the orchestrator agent over A2A
             work = submit_over_a2a(ctx, protocol.agents)
         else:
             work = run_workflow(ctx, framework)
-        final = await asyncio.wait_for(work, timeout=gen.timeout_s)
+        final = await asyncio.wait_for(work, timeout=timeout_s)
     except Exception as exc:  # noqa: BLE001 - every failure becomes a row
         status, error_class = classify_error(exc)
         error_message = f"{type(exc).__name__}: {exc}"[:2000]
         if status == "timeout":
-            error_message = f"run exceeded timeout_s={gen.timeout_s}"
+            error_message = f"run exceeded timeout_s={timeout_s}"
     finally:
         await ctx.cancel_delegated()  # agents' work for a run that ended must not go on
         try:
             await ctx.close()  # what the frameworks opened for the run (clients, sessions)
         except Exception:  # noqa: BLE001 - a failing close must not lose the run's row
-            log.warning("run %s: closing its framework resources failed", run_id, exc_info=True)
+            log.warning("run %s: closing its framework resources failed", ctx.run_id, exc_info=True)
+    return status, error_class, error_message, final
+
+
+async def _run_task(
+    job: _StackJob,
+    unit: RunUnit,
+    protocol: StackProtocol,
+    web: WebEnvironment,
+    http: GatewayClients | None = None,
+) -> RunTrace:
+    """One run of ``job``'s stack; its row records the job's provenance columns."""
+    config, stack, plan, gateway = job.config, job.stack, job.plan, job.gateway
+    task, run_id, versions = unit.task, unit.run_id, job.versions
+    recorder = RunRecorder()
+    # each repeat is its own sample: the seed moves with the repeat
+    gen = config.generation.model_copy(update={"seed": config.generation.seed + unit.repeat})
+    ctx = _run_context(job, unit, gen, recorder, protocol, web, http)
+    started_at = datetime.now(UTC)
+    # one origin for the run's wall clock, its model calls and its tool calls
+    t0 = recorder.origin = time.perf_counter()
+    gateway.begin_run(run_id, started=t0)
+    protocol.attach(run_id, ctx)
+    status, error_class, error_message, final = await _attempt(
+        ctx, protocol, job.framework, gen.timeout_s
+    )
     wall = time.perf_counter() - t0
     in_flight = gateway.in_flight(run_id)  # calls the run's end cut short still count
     state = await asyncio.to_thread(web.end_run, run_id)
@@ -230,18 +265,12 @@ async def _run_task(
         wall, calls, list(recorder.tool_calls), cost.seconds, in_flight, recorder.setup_spans
     )
     spec = config.models[stack.model]
-    return RunTrace(
-        run_id=run_id,
-        experiment=config.experiment,
-        model=stack.model,
-        protocol=stack.protocol,
-        framework=stack.framework,
-        task_id=task.task_id,
-        task_text=task.confirmed_task,
-        website=task.website,
-        domain=task.domain,
-        level=task.level,
-        status=status,  # type: ignore[arg-type]
+    return RunTrace.of_task(
+        run_id,
+        config.experiment,
+        stack,
+        task,
+        status=status,
         error_class=error_class,
         error_message=error_message,
         final_answer=final or "",
@@ -341,17 +370,13 @@ class Progress:
 
 
 async def _run_all(
-    config: ExperimentConfig,
-    stack: Stack,
+    job: _StackJob,
     todo: list[RunUnit],
-    plan: WorkflowPlan,
-    gateway: Gateway,
     checkpoint: Checkpoint,
     progress: Progress,
-    framework: FrameworkAdapter | None = None,
-    versions: dict[str, Any] | None = None,
     budget: BudgetGate | None = None,
 ) -> list[RunTrace]:
+    config, stack, plan, framework = job.config, job.stack, job.plan, job.framework
     concurrency = config.concurrency_for(stack.model)
     semaphore = asyncio.Semaphore(concurrency)
     # tools and sandbox calls run in worker threads: enough of them for every run in flight
@@ -360,8 +385,6 @@ async def _run_all(
         ThreadPoolExecutor(max_workers=max(8, 2 * concurrency), thread_name_prefix="mastif-io")
     )
     results: list[RunTrace] = []
-    if framework is None:
-        framework = get_framework(stack.framework)
 
     async def agent_work(agent: str, run_id: str, text: str, data: dict[str, Any]) -> str:
         """What an A2A agent does with a message: the orchestrator runs the workflow, a node
@@ -387,7 +410,7 @@ async def _run_all(
         if web.sandbox is not None:
             # the sandbox's loopback port differs per job: keep it out of cached answers
             origin = web.sandbox.base_url.split("://", 1)[-1]
-            gateway.volatile[origin] = "sandbox.mastif.invalid"
+            job.gateway.volatile[origin] = "sandbox.mastif.invalid"
         tools = web.tools(list(config.tools))
         async with open_protocol(stack.protocol, tools, agents, agent_work) as protocol:
             http = GatewayClients.open(concurrency)
@@ -400,10 +423,7 @@ async def _run_all(
                         budget.admit, unit.run_id, unit.task.task_id
                     ):
                         return
-                    trace = await _run_task(
-                        config, stack, unit, plan, gateway, protocol, framework, web, http,
-                        versions,
-                    )  # fmt: skip
+                    trace = await _run_task(job, unit, protocol, web, http)
                 checkpoint.append(trace)
                 if budget is not None:  # after the checkpoint: see BudgetGate.settle_done
                     await asyncio.to_thread(budget.settle, trace)
@@ -415,6 +435,46 @@ async def _run_all(
             finally:
                 await http.aclose()
     return results
+
+
+def _checked_framework(
+    config: ExperimentConfig, stack: Stack
+) -> tuple[FrameworkAdapter, dict[str, Any]]:
+    """The stack's framework adapter, checked against the installed library
+    (IncompatibleLibraryError: the job stops, no run starts), and the versions every new run
+    row records."""
+    spec = config.models[stack.model]
+    framework = get_framework(stack.framework)
+    check_framework(framework)
+    versions = collect_provenance(
+        framework, stack.protocol, spec.provider, spec.options.server
+    ).columns()
+    log.info("stack %s: versions %s", stack.path, {k: v for k, v in versions.items() if v})
+    return framework, versions
+
+
+def _pending_runs(
+    config: ExperimentConfig,
+    stack: Stack,
+    tasks: list[Task],
+    checkpoint: Checkpoint,
+    base_dir: Path | None,
+    shard: tuple[int, int],
+) -> tuple[WorkflowPlan, list[RunUnit], dict[str, RunTrace]]:
+    """The stack's workflow, the runs of ``shard``, and those of them already in the
+    stack's checkpoints."""
+    plan = plan_workflow(
+        config.workflow, config.generation, base_dir, config.prompt_format_for(stack.protocol)
+    )
+    fingerprint = run_fingerprint(config, stack, plan)
+    units = plan_runs(stack, tasks, config.repeats, fingerprint, shard)
+    wanted = {u.run_id for u in units}
+    done = {rid: tr for rid, tr in checkpoint.load().items() if rid in wanted}
+    log.info(
+        "stack %s shard %d/%d: %d runs, %d already done",
+        stack.path, shard[0], shard[1], len(units), len(done),
+    )  # fmt: skip
+    return plan, units, done
 
 
 def execute_stack(
@@ -441,20 +501,9 @@ def execute_stack(
     the job, before a model server starts), and the versions every new run row records are
     collected once (:func:`mastif.core.provenance.collect_provenance`).
     """
-    tasks = list(tasks)
-    plan = plan_workflow(
-        config.workflow, config.generation, base_dir, config.prompt_format_for(stack.protocol)
-    )
-    fingerprint = run_fingerprint(config, stack, plan)
-    units = plan_runs(stack, tasks, config.repeats, fingerprint, shard)
-    wanted = {u.run_id for u in units}
     checkpoint = Checkpoint(checkpoint_path)
-    done = {rid: tr for rid, tr in checkpoint.load().items() if rid in wanted}
+    plan, units, done = _pending_runs(config, stack, list(tasks), checkpoint, base_dir, shard)
     todo = [u for u in units if u.run_id not in done]
-    log.info(
-        "stack %s shard %d/%d: %d runs, %d already done",
-        stack.path, shard[0], shard[1], len(units), len(done),
-    )  # fmt: skip
     if budget is not None:
         budget.settle_done(done.values())
     if todo and budget is not None:
@@ -462,12 +511,7 @@ def execute_stack(
         budget.check(todo[0].task.task_id)  # BudgetReached before any server starts
     if todo:
         spec = config.models[stack.model]
-        framework = get_framework(stack.framework)
-        check_framework(framework)  # IncompatibleLibraryError: the job stops, no run starts
-        versions = collect_provenance(
-            framework, stack.protocol, spec.provider, spec.options.server
-        ).columns()
-        log.info("stack %s: versions %s", stack.path, {k: v for k, v in versions.items() if v})
+        framework, versions = _checked_framework(config, stack)
         cache = response_cache(config)
         progress = Progress(
             len(units), len(done), f"{stack.path} {shard[0]}/{shard[1]}", config.execution.progress
@@ -481,9 +525,8 @@ def execute_stack(
                     cache=cache,
                     call_timeout_s=config.generation.request_timeout_s,
                 ) as gateway:
-                    run_all = _run_all(config, stack, todo, plan, gateway, checkpoint,
-                                       progress, framework, versions, budget)  # fmt: skip
-                    traces = asyncio.run(run_all)
+                    job = _StackJob(config, stack, plan, gateway, framework, versions)
+                    traces = asyncio.run(_run_all(job, todo, checkpoint, progress, budget))
                     log.info(
                         "stack %s: %d upstream requests; cache %s; 429s %d (limit fell to %s)",
                         stack.path, gateway.upstream_requests,

@@ -25,9 +25,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from mastif.core import results
 from mastif.core.atomic import read_json_lines
 from mastif.core.config import ExperimentConfig, ModelPrice, Stack
-from mastif.execution.budget import LEDGER, BudgetLimit, Ledger, LedgerState, format_usd, usd_of
+from mastif.core.pricing import usd_of
+from mastif.execution.budget import LEDGER, BudgetLimit, Ledger, LedgerState, format_usd
 
 #: the columns of a run a status needs
 RUN_COLUMNS = ("run_id", "task_id", "repeat", "status", "prompt_tokens", "completion_tokens",
@@ -152,13 +154,13 @@ def read_runs_parquet(path: Path) -> list[FinishedRun]:
     return [FinishedRun.from_row(row) for row in table.to_pylist()]
 
 
-def stack_files(results: Path, stack: Stack) -> Iterator[Path]:
-    """The files that may hold the stack's finished runs, gathered first."""
-    runs = results / "runs" / f"{stack.path}.parquet"
+def stack_files(workdir: Path, stack: Stack) -> Iterator[Path]:
+    """The files under ``workdir`` that may hold the stack's finished runs, gathered first."""
+    runs = workdir / results.runs(stack.path)
     if runs.is_file():
         yield runs
-    yield from sorted((results / "shards" / stack.path).glob("*.parquet"))
-    yield from sorted((results / "checkpoints" / stack.path).glob("*.jsonl"))
+    yield from sorted((workdir / results.shard_dir(stack.path)).glob("*.parquet"))
+    yield from sorted((workdir / results.checkpoint_dir(stack.path)).glob("*.jsonl"))
 
 
 def planned_keys(tasks_path: Path, repeats: int) -> list[tuple[str, int]] | None:
@@ -232,8 +234,7 @@ def experiment_status(
 ) -> ExperimentStatus:
     """The status of ``config``'s experiment from the files under ``workdir``."""
     now = time.time() if now is None else now
-    results = workdir / "results"
-    tasks_path = results / "tasks.parquet"
+    tasks_path = workdir / results.tasks()
     notes: list[str] = []
     try:
         planned = planned_keys(tasks_path, config.repeats)
@@ -255,7 +256,7 @@ def experiment_status(
     for stack in config.stacks():
         runs: list[FinishedRun] = []
         checkpoints: list[CheckpointFile] = []
-        for path in stack_files(results, stack):
+        for path in stack_files(workdir, stack):
             if path.suffix == ".jsonl":
                 found, skipped = read_checkpoint(path)
                 if skipped:

@@ -178,7 +178,7 @@ def open_web_environment(mode: str, options: WebOptions) -> Iterator[WebEnvironm
     """Start the sandbox (in ``sandbox`` mode) and the browser service; stop both after."""
     if mode == "sandbox":
         from mastif.core.paths import resources_dir
-        from mastif.web.mimic import mimic_documents, mimic_routes
+        from mastif.web.mimics import mimic_documents, mimic_routes
         from mastif.web.server import SandboxServer
 
         data_dir = resources_dir() / "sandbox"

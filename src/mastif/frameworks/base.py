@@ -129,6 +129,41 @@ class GatewayClients:
         await self.async_.aclose()
 
 
+@dataclass(frozen=True)
+class ModelClientSettings:
+    """What every framework's model client is built with for one node of a run (one
+    definition; each adapter spells it in its framework's keywords).
+
+    The client talks to our gateway, never to the endpoint: the gateway holds the real key,
+    bounds and retries each call and records it, so the client retries nothing (a second
+    layer would hide calls) and waits a margin longer than the gateway's bound.
+    """
+
+    model: str
+    #: ``ctx.llm_base_url(node)``: the gateway attributes every request to its run and node
+    base_url: str
+    #: the gateway's token (the gateway holds the real key, if any); kept out of the repr
+    api_key: str = field(repr=False)
+    temperature: float
+    max_tokens: int
+    seed: int
+    #: the gateway bounds the call (``request_timeout_s``) and answers first
+    timeout_s: float
+    #: the job's shared HTTP clients (None: the model client builds its own)
+    http_sync: httpx.Client | None = None
+    http_async: httpx.AsyncClient | None = None
+    #: the gateway retries; a second layer would hide calls
+    max_retries: int = 0
+
+    def sampling(self) -> dict[str, Any]:
+        """``temperature``, ``max_tokens`` and ``seed``, under those names."""
+        return {"temperature": self.temperature, "max_tokens": self.max_tokens, "seed": self.seed}
+
+    def client_options(self) -> dict[str, Any]:
+        """The OpenAI client's own ``timeout`` and ``max_retries``, under those names."""
+        return {"timeout": self.timeout_s, "max_retries": self.max_retries}
+
+
 @dataclass
 class RunContext:
     run_id: str
@@ -183,6 +218,22 @@ class RunContext:
 
     def llm_base_url(self, node: str) -> str:
         return f"{self.gateway_url}/{node}/v1"
+
+    def client_settings(self, node: str) -> ModelClientSettings:
+        """What ``node``'s model client is built with: the gateway's URL for the node, its
+        token, the run's generation settings, the client's timeout, no retries."""
+        g = self.generation
+        return ModelClientSettings(
+            model=self.model_name,
+            base_url=self.llm_base_url(node),
+            api_key=self.gateway_token,
+            temperature=g.temperature,
+            max_tokens=g.max_tokens,
+            seed=g.seed,
+            timeout_s=g.client_timeout_s,
+            http_sync=self.http.sync if self.http else None,
+            http_async=self.http.async_ if self.http else None,
+        )
 
     async def delegated(self, work: Awaitable[str]) -> str:
         """Run work an agent does for this run (A2A), cancellable by :meth:`cancel_delegated`."""

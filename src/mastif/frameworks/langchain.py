@@ -146,6 +146,89 @@ def reply_text(result: dict[str, Any]) -> str:
     return message_text(reply) if reply is not None else ""
 
 
+def chain(steps: list[Runnable]) -> Runnable:
+    return reduce(lambda a, b: a | b, steps)
+
+
+def delegated_runnable(ctx: RunContext, dispatch: Dispatch, node: PlannedNode) -> Runnable:
+    """A node's visit handed to an agent (``visit_node``: the rendered prompt to
+    ``dispatch``, its text recorded); the workflow state in and out."""
+
+    async def delegate(state: dict[str, Any]) -> dict[str, Any]:
+        step = state["step"] if node.spec.loop else 1
+        text = await visit_node(ctx, dispatch, node, step)
+        return {
+            "outputs": [*state["outputs"], ctx.recorder.node_outputs[-1]],
+            "step": state["step"],
+            "done": state["done"] or node.stops_loop(text),
+        }
+
+    return RunnableLambda(delegate, name=node.name)
+
+
+def agent_runnable(ctx: RunContext, objects: RunObjects, node: PlannedNode) -> Runnable:
+    """A node's visit by its local agent: ``RunnablePassthrough.assign(reply=prompt | agent |
+    text)``, then the step that records the node's output; the workflow state in and out."""
+    plan = ctx.plan
+    tools = objects.tools
+    names = [t.name for t in tools] if node.spec.use_tools and tools else []
+
+    async def prompt(state: dict[str, Any]) -> dict[str, Any]:
+        step = state["step"] if node.spec.loop else 1
+        ctx.at(node.name, step)
+        text = render_prompt(
+            node, ctx.task, state["outputs"], step, plan.max_steps, names,
+            prompt_format=plan.prompt_format, tool_calls=ctx.recorder.tool_calls,
+            page=await ctx.page_for(node),
+        )  # fmt: skip
+        return {"messages": [HumanMessage(text)]}
+
+    async def text(result: dict[str, Any]) -> str:
+        return reply_text(result)
+
+    async def record(state: dict[str, Any]) -> dict[str, Any]:
+        step = state["step"] if node.spec.loop else 1
+        reply = state["reply"]
+        out = ctx.recorder.node_output(node.name, step, node.spec.output_key, reply)
+        return {
+            "outputs": [*state["outputs"], out],
+            "step": state["step"],
+            "done": state["done"] or node.stops_loop(reply),
+        }
+
+    agent = objects.agents[node.name]
+    visit = RunnableLambda(prompt, name="prompt") | agent | RunnableLambda(text)
+    return (
+        RunnablePassthrough.assign(reply=visit) | RunnableLambda(record, name="record")
+    ).with_config(run_name=node.name)
+
+
+def loop_runnable(plan: WorkflowPlan, node_runnable: Callable[[PlannedNode], Runnable]) -> Runnable:
+    """The loop: a ``RunnableLambda`` that returns ``round | itself`` while fewer than
+    ``max_steps`` rounds were made and no node's ``stop_when`` matched."""
+
+    async def stopped(state: dict[str, Any]) -> bool:
+        return state["done"]
+
+    async def next_round(state: dict[str, Any]) -> dict[str, Any]:
+        return {**state, "step": state["step"] + 1}
+
+    # a stop_when match skips the rest of the round (and ends the loop below)
+    guarded = [
+        RunnableBranch((RunnableLambda(stopped), RunnablePassthrough()), node_runnable(n))
+        for n in plan.loop
+    ]
+    one_round = chain([*guarded, RunnableLambda(next_round)]).with_config(run_name="round")
+
+    async def loop_fn(state: dict[str, Any]) -> Any:
+        if state["done"] or state["step"] > plan.max_steps:
+            return state
+        return one_round | loop  # LCEL invokes a returned runnable: the next round
+
+    loop = RunnableLambda(loop_fn, name="loop")
+    return loop
+
+
 class LangChainAdapter:
     name = "langchain"
     #: the distributions a run uses (mastif.core.provenance): create_agent builds a LangGraph graph
@@ -188,83 +271,16 @@ class LangChainAdapter:
         local agent; ``objects`` are then not needed.
         """
         plan: WorkflowPlan = ctx.plan
-        tools = objects.tools if objects is not None else []
-
-        def delegated_runnable(node: PlannedNode) -> Runnable:
-            assert dispatch is not None
-
-            async def delegate(state: dict[str, Any]) -> dict[str, Any]:
-                step = state["step"] if node.spec.loop else 1
-                text = await visit_node(ctx, dispatch, node, step)
-                return {
-                    "outputs": [*state["outputs"], ctx.recorder.node_outputs[-1]],
-                    "step": state["step"],
-                    "done": state["done"] or node.stops_loop(text),
-                }
-
-            return RunnableLambda(delegate, name=node.name)
 
         def node_runnable(node: PlannedNode) -> Runnable:
             if dispatch is not None:
-                return delegated_runnable(node)
+                return delegated_runnable(ctx, dispatch, node)
             assert objects is not None
-            names = [t.name for t in tools] if node.spec.use_tools and tools else []
-
-            async def prompt(state: dict[str, Any]) -> dict[str, Any]:
-                step = state["step"] if node.spec.loop else 1
-                ctx.at(node.name, step)
-                text = render_prompt(
-                    node, ctx.task, state["outputs"], step, plan.max_steps, names,
-                    prompt_format=plan.prompt_format, tool_calls=ctx.recorder.tool_calls,
-                    page=await ctx.page_for(node),
-                )  # fmt: skip
-                return {"messages": [HumanMessage(text)]}
-
-            async def text(result: dict[str, Any]) -> str:
-                return reply_text(result)
-
-            async def record(state: dict[str, Any]) -> dict[str, Any]:
-                step = state["step"] if node.spec.loop else 1
-                reply = state["reply"]
-                out = ctx.recorder.node_output(node.name, step, node.spec.output_key, reply)
-                return {
-                    "outputs": [*state["outputs"], out],
-                    "step": state["step"],
-                    "done": state["done"] or node.stops_loop(reply),
-                }
-
-            agent = objects.agents[node.name]
-            visit = RunnableLambda(prompt, name="prompt") | agent | RunnableLambda(text)
-            return (
-                RunnablePassthrough.assign(reply=visit) | RunnableLambda(record, name="record")
-            ).with_config(run_name=node.name)
-
-        def chain(steps: list[Runnable]) -> Runnable:
-            return reduce(lambda a, b: a | b, steps)
+            return agent_runnable(ctx, objects, node)
 
         steps = [node_runnable(n) for n in plan.before]
         if plan.loop:
-
-            async def stopped(state: dict[str, Any]) -> bool:
-                return state["done"]
-
-            async def next_round(state: dict[str, Any]) -> dict[str, Any]:
-                return {**state, "step": state["step"] + 1}
-
-            # a stop_when match skips the rest of the round (and ends the loop below)
-            guarded = [
-                RunnableBranch((RunnableLambda(stopped), RunnablePassthrough()), node_runnable(n))
-                for n in plan.loop
-            ]
-            one_round = chain([*guarded, RunnableLambda(next_round)]).with_config(run_name="round")
-
-            async def loop_fn(state: dict[str, Any]) -> Any:
-                if state["done"] or state["step"] > plan.max_steps:
-                    return state
-                return one_round | loop  # LCEL invokes a returned runnable: the next round
-
-            loop = RunnableLambda(loop_fn, name="loop")
-            steps.append(loop)
+            steps.append(loop_runnable(plan, node_runnable))
         steps += [node_runnable(n) for n in plan.after]
         if not steps:
             raise ValueError("workflow has no nodes")

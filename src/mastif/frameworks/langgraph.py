@@ -63,18 +63,15 @@ def message_text(msg: BaseMessage) -> str:
 
 def chat_model(ctx: RunContext, node: str) -> ChatOpenAI:
     """langchain-openai's chat model at the gateway; shared by the LangChain adapter."""
-    g = ctx.generation
+    s = ctx.client_settings(node)
     return ChatOpenAI(
-        model=ctx.model_name,
-        base_url=ctx.llm_base_url(node),
-        api_key=ctx.gateway_token,  # the gateway holds the real key, if any
-        temperature=g.temperature,
-        max_tokens=g.max_tokens,
-        seed=g.seed,
-        timeout=g.client_timeout_s,  # the gateway bounds the call (request_timeout_s)
-        max_retries=0,  # the gateway retries; a second layer would hide calls
-        http_client=ctx.http.sync if ctx.http else None,
-        http_async_client=ctx.http.async_ if ctx.http else None,
+        model=s.model,
+        base_url=s.base_url,
+        api_key=s.api_key,
+        **s.sampling(),
+        **s.client_options(),
+        http_client=s.http_sync,
+        http_async_client=s.http_async,
     )
 
 
@@ -130,6 +127,129 @@ def record_refused_calls(ctx: RunContext, node: str, step: int, reply: AIMessage
         )  # fmt: skip
 
 
+def model_step(
+    ctx: RunContext,
+    plan: WorkflowPlan,
+    node: PlannedNode,
+    tools: list[BaseTool],
+    single: bool,
+    last_in_loop: bool,
+) -> Any:
+    """The graph node of a workflow node that calls the model: one model turn per step, the
+    prompt rendered on the node's first turn (``single``: the orchestrator's, from the
+    state), tools while fewer than ``max_tool_rounds`` rounds were made."""
+    use_tools = node.spec.use_tools and bool(tools)
+    llm = chat_model(ctx, node.name)
+    max_rounds = ctx.generation.max_tool_rounds
+
+    async def fn(state: GraphState) -> dict[str, Any]:
+        step = state["step"] if (node.spec.loop or single) else 1
+        ctx.at(node.name, step)
+        fresh = state["active"] != node.name
+        rounds = 0 if fresh else state["tool_rounds"]
+        update: list[BaseMessage] = []
+        if fresh:
+            prompt = state["prompt"] if single else render_prompt(
+                node, ctx.task, state["outputs"], step, plan.max_steps,
+                [t.name for t in tools] if use_tools else [],
+                prompt_format=plan.prompt_format,
+                tool_calls=ctx.recorder.tool_calls,
+                page=await ctx.page_for(node),
+            )  # fmt: skip
+            update = [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage(prompt)]
+            history = [HumanMessage(prompt)]
+        else:
+            history = list(state["messages"])
+        if use_tools and rounds < max_rounds:
+            # tool_choice applies to the node's first turn; later turns may answer in text
+            choice = node.spec.tool_choice if rounds == 0 else "auto"
+            reply = await llm.bind_tools(tools, tool_choice=choice).ainvoke(history)
+        else:
+            reply = await llm.ainvoke(history)
+        assert isinstance(reply, AIMessage)
+        update.append(reply)
+        base = {"messages": update, "active": node.name}
+        if use_tools and (reply.tool_calls or reply.invalid_tool_calls):
+            record_refused_calls(ctx, node.name, step, reply)
+        if use_tools and reply.tool_calls and rounds < max_rounds:
+            return {**base, "tool_rounds": rounds + 1, "wants_tools": True}
+        text = message_text(reply)
+        # a single visit's output is the orchestrator's to record
+        out = (
+            NodeOutput(node.name, step, node.spec.output_key, text)
+            if single
+            else ctx.recorder.node_output(node.name, step, node.spec.output_key, text)
+        )
+        done = {"done": True} if node.stops_loop(text) else {}
+        step_update = {"step": state["step"] + 1} if last_in_loop else {}
+        return {**base, **done, **step_update, "outputs": [out], "tool_rounds": 0,
+                "wants_tools": False}  # fmt: skip
+
+    return fn
+
+
+def delegate_step(
+    ctx: RunContext, dispatch: Dispatch, node: PlannedNode, last_in_loop: bool
+) -> Any:
+    """The graph node of a workflow node whose visit an agent makes (``visit_node``: the
+    rendered prompt to ``dispatch``, its text recorded)."""
+
+    async def delegate(state: GraphState) -> dict[str, Any]:
+        step = state["step"] if node.spec.loop else 1
+        text = await visit_node(ctx, dispatch, node, step)
+        done = {"done": True} if node.stops_loop(text) else {}
+        step_update = {"step": state["step"] + 1} if last_in_loop else {}
+        out = ctx.recorder.node_outputs[-1]  # visit_node recorded it
+        return {**done, **step_update, "outputs": [out], "active": node.name}
+
+    return delegate
+
+
+def add_routes(builder: StateGraph, plan: WorkflowPlan, tools: list[BaseTool]) -> None:
+    """The edges: from START to the first node; from each node to its tool node while it
+    asks for tools, else on to the next node, the loop nodes in a cycle that a ``stop_when``
+    match or ``max_steps`` rounds leave for the nodes after the loop."""
+    loop = plan.loop
+    # where each node goes when it is finished: (router, targets)
+    before = [n.name for n in plan.before]
+    after = [n.name for n in plan.after]
+    successors: dict[str, Any] = {}
+    line = [*before, loop[0].name] if loop else [*before, *after]
+    for a, b in pairwise([*line, END] if not loop else line):
+        successors[a] = b
+    for a, b in pairwise([*after, END]):
+        successors[a] = b
+    if not line:
+        raise ValueError("workflow has no nodes")
+    builder.add_edge(START, line[0])
+    exit_target = after[0] if after else END
+
+    for n in plan.nodes:
+        targets: dict[str, str] = {}
+        has_tools = n.spec.use_tools and bool(tools)
+        if has_tools:
+            targets["tools"] = f"{n.name}__tools"
+        if n in loop:
+            i = loop.index(n)
+            last = i == len(loop) - 1
+            targets["next"] = loop[0].name if last else loop[i + 1].name
+            targets["exit"] = exit_target
+        else:
+            targets["next"] = successors[n.name]
+
+        def route(state: GraphState, _n: PlannedNode = n, _t: dict[str, str] = targets) -> str:
+            if "tools" in _t and state["wants_tools"]:
+                return "tools"
+            if _n in loop:
+                # a stop_when match ends the loop at once; a full round ends it after max_steps
+                last = _n is loop[-1]
+                if state["done"] or (last and state["step"] > plan.max_steps):
+                    return "exit"
+            return "next"
+
+        builder.add_conditional_edges(n.name, route, targets)
+
+
 class LangGraphAdapter:
     name = "langgraph"
     #: the distributions a run uses (mastif.core.provenance); under mcp also ``mcp_packages``
@@ -156,112 +276,20 @@ class LangGraphAdapter:
         ``tools`` must then be empty (the agents have them).
         """
         plan = plan or ctx.plan
-        gen = ctx.generation
         builder = StateGraph(GraphState)
-
-        def model_node(node: PlannedNode, last_in_loop: bool):  # type: ignore[no-untyped-def]
-            use_tools = node.spec.use_tools and bool(tools)
-            llm = chat_model(ctx, node.name)
-
-            async def delegate(state: GraphState) -> dict[str, Any]:
-                assert dispatch is not None
-                step = state["step"] if node.spec.loop else 1
-                text = await visit_node(ctx, dispatch, node, step)
-                done = {"done": True} if node.stops_loop(text) else {}
-                step_update = {"step": state["step"] + 1} if last_in_loop else {}
-                out = ctx.recorder.node_outputs[-1]  # visit_node recorded it
-                return {**done, **step_update, "outputs": [out], "active": node.name}
-
-            async def fn(state: GraphState) -> dict[str, Any]:
-                step = state["step"] if (node.spec.loop or single) else 1
-                ctx.at(node.name, step)
-                fresh = state["active"] != node.name
-                rounds = 0 if fresh else state["tool_rounds"]
-                update: list[BaseMessage] = []
-                if fresh:
-                    prompt = state["prompt"] if single else render_prompt(
-                        node, ctx.task, state["outputs"], step, plan.max_steps,
-                        [t.name for t in tools] if use_tools else [],
-                        prompt_format=plan.prompt_format,
-                        tool_calls=ctx.recorder.tool_calls,
-                        page=await ctx.page_for(node),
-                    )  # fmt: skip
-                    update = [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage(prompt)]
-                    history = [HumanMessage(prompt)]
-                else:
-                    history = list(state["messages"])
-                if use_tools and rounds < gen.max_tool_rounds:
-                    # tool_choice applies to the node's first turn; later turns may answer in text
-                    choice = node.spec.tool_choice if rounds == 0 else "auto"
-                    reply = await llm.bind_tools(tools, tool_choice=choice).ainvoke(history)
-                else:
-                    reply = await llm.ainvoke(history)
-                assert isinstance(reply, AIMessage)
-                update.append(reply)
-                base = {"messages": update, "active": node.name}
-                if use_tools and (reply.tool_calls or reply.invalid_tool_calls):
-                    record_refused_calls(ctx, node.name, step, reply)
-                if use_tools and reply.tool_calls and rounds < gen.max_tool_rounds:
-                    return {**base, "tool_rounds": rounds + 1, "wants_tools": True}
-                text = message_text(reply)
-                # a single visit's output is the orchestrator's to record
-                out = (
-                    NodeOutput(node.name, step, node.spec.output_key, text)
-                    if single
-                    else ctx.recorder.node_output(node.name, step, node.spec.output_key, text)
-                )
-                done = {"done": True} if node.stops_loop(text) else {}
-                step_update = {"step": state["step"] + 1} if last_in_loop else {}
-                return {**base, **done, **step_update, "outputs": [out], "tool_rounds": 0,
-                        "wants_tools": False}  # fmt: skip
-
-            return fn if dispatch is None else delegate
-
         loop = plan.loop
         for n in plan.nodes:
-            builder.add_node(n.name, model_node(n, bool(loop) and n is loop[-1]))
+            last_in_loop = bool(loop) and n is loop[-1]
+            step = (
+                model_step(ctx, plan, n, tools, single, last_in_loop)
+                if dispatch is None
+                else delegate_step(ctx, dispatch, n, last_in_loop)
+            )
+            builder.add_node(n.name, step)
             if n.spec.use_tools and tools:
                 builder.add_node(f"{n.name}__tools", ToolNode(tools, handle_tool_errors=True))
                 builder.add_edge(f"{n.name}__tools", n.name)
-
-        # where each node goes when it is finished: (router, targets)
-        before = [n.name for n in plan.before]
-        after = [n.name for n in plan.after]
-        successors: dict[str, Any] = {}
-        line = [*before, loop[0].name] if loop else [*before, *after]
-        for a, b in pairwise([*line, END] if not loop else line):
-            successors[a] = b
-        for a, b in pairwise([*after, END]):
-            successors[a] = b
-        if not line:
-            raise ValueError("workflow has no nodes")
-        builder.add_edge(START, line[0])
-        exit_target = after[0] if after else END
-
-        for n in plan.nodes:
-            targets: dict[str, str] = {}
-            has_tools = n.spec.use_tools and bool(tools)
-            if has_tools:
-                targets["tools"] = f"{n.name}__tools"
-            if n in loop:
-                i = loop.index(n)
-                last = i == len(loop) - 1
-                targets["next"] = loop[0].name if last else loop[i + 1].name
-                targets["exit"] = exit_target
-            else:
-                targets["next"] = successors[n.name]
-
-            def route(state: GraphState, _n: PlannedNode = n, _t: dict[str, str] = targets) -> str:
-                if "tools" in _t and state["wants_tools"]:
-                    return "tools"
-                if _n in loop:
-                    # a stop_when match ends the loop at once; a full round ends it after max_steps
-                    last = _n is loop[-1]
-                    if state["done"] or (last and state["step"] > plan.max_steps):
-                        return "exit"
-                return "next"
-
-            builder.add_conditional_edges(n.name, route, targets)
+        add_routes(builder, plan, tools)
         return builder.compile()
 
     async def _invoke(

@@ -71,21 +71,20 @@ def unknown_tool_text(name: str) -> str:
 
 
 def gateway_llm(ctx: RunContext, node: str) -> OpenAILike:
-    g = ctx.generation
-    extra: dict[str, Any] = {} if g.seed is None else {"seed": g.seed}
+    s = ctx.client_settings(node)
+    sampling = s.sampling()
+    seed = sampling.pop("seed")  # OpenAILike sends it among its additional kwargs
     return OpenAILike(
-        model=ctx.model_name,
-        api_base=ctx.llm_base_url(node),
-        api_key=ctx.gateway_token,  # the gateway holds the real key, if any
+        model=s.model,
+        api_base=s.base_url,
+        api_key=s.api_key,
         is_chat_model=True,
         is_function_calling_model=True,
-        temperature=g.temperature,
-        max_tokens=g.max_tokens,
-        additional_kwargs=extra,
-        timeout=g.client_timeout_s,  # the gateway bounds the call
-        max_retries=0,  # the gateway retries; a second layer would hide calls
-        http_client=ctx.http.sync if ctx.http else None,
-        async_http_client=ctx.http.async_ if ctx.http else None,
+        **sampling,
+        additional_kwargs={} if seed is None else {"seed": seed},
+        **s.client_options(),
+        http_client=s.http_sync,
+        async_http_client=s.http_async,
         callback_manager=CallbackManager([]),  # not the global Settings'
     )
 

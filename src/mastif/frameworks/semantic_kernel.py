@@ -99,6 +99,7 @@ from semantic_kernel.processes.local_runtime.local_kernel_process import start
 from mastif.core.provenance import PrivateMember, private_members_of
 from mastif.core.trace import NodeOutput
 from mastif.frameworks.base import Dispatch, RunContext
+from mastif.frameworks.mcp_transport import streamable_http
 from mastif.frameworks.orchestration import visit_node
 from mastif.frameworks.plan import PlannedNode, WorkflowPlan
 
@@ -143,13 +144,25 @@ def chat_service(ctx: RunContext, node: str, client: AsyncOpenAI) -> GatewayChat
 
 
 def gateway_client(ctx: RunContext, node: str) -> AsyncOpenAI:
+    s = ctx.client_settings(node)
     return AsyncOpenAI(
-        base_url=ctx.llm_base_url(node),
-        api_key=ctx.gateway_token,  # the gateway holds the real key, if any
-        timeout=ctx.generation.client_timeout_s,  # the gateway bounds the call
-        max_retries=0,  # the gateway retries; a second layer would hide calls
-        http_client=ctx.http.async_ if ctx.http else None,
+        base_url=s.base_url, api_key=s.api_key, **s.client_options(), http_client=s.http_async
     )
+
+
+class GatewayMCPPlugin(MCPStreamableHttpPlugin):
+    """SK's streamable-HTTP MCP plugin on the MCP SDK's current client, its httpx client
+    from the run's factory (``RunContext.mcp_http``: exchanges timed, the server's key sent)."""
+
+    def __init__(self, *args: Any, http_factory: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.http_factory = http_factory
+
+    def get_mcp_client(self) -> Any:
+        # what SK's own passes to the SDK's deprecated streamablehttp_client: the URL and
+        # the factory (no headers, timeouts or terminate_on_close of its own are set)
+        extra = {"httpx_client_factory": self.http_factory} if self.http_factory else {}
+        return streamable_http(self.url, **extra)
 
 
 # --------------------------------------------------------------------------- tool calls
@@ -468,12 +481,9 @@ class SemanticKernelAdapter:
         kernel.add_filter(FilterTypes.AUTO_FUNCTION_INVOCATION, kernel.invoked)
         async with AsyncExitStack() as stack:
             if ctx.mcp_url is not None and any(n.spec.use_tools for n in nodes):
-                # extra keywords go to the MCP SDK's streamablehttp_client: the run's httpx
-                # client factory: exchanges timed (protocol seconds), the server's key sent
-                extra = {"httpx_client_factory": ctx.mcp_http} if ctx.mcp_http else {}
-                plugin = MCPStreamableHttpPlugin(
+                plugin = GatewayMCPPlugin(
                     name=PLUGIN_NAME, url=ctx.mcp_url, load_prompts=False,
-                    request_timeout=int(ctx.generation.timeout_s), **extra,
+                    request_timeout=int(ctx.generation.timeout_s), http_factory=ctx.mcp_http,
                 )  # fmt: skip
                 await plugin.connect()
                 stack.push_async_callback(plugin.close)
@@ -522,10 +532,7 @@ class SemanticKernelAdapter:
         history = ChatHistory()
         history.add_user_message(prompt)
         settings = OpenAIChatPromptExecutionSettings(
-            service_id=node.name,
-            temperature=gen.temperature,
-            max_tokens=gen.max_tokens,
-            seed=gen.seed,
+            service_id=node.name, **ctx.client_settings(node.name).sampling()
         )
         if has_tools and gen.max_tool_rounds > 0:
             behavior = (

@@ -45,18 +45,19 @@ What the contract makes us change (the same for every framework):
 - recording: calls smolagents refuses before a tool runs (unknown name, arguments
   ``validate_tool_arguments`` rejects, text its MCP client will not send) are recorded as
   failed calls with its error text; the calls of one reply take their places in the run's
-  record in the model's order although they run concurrently (``_Reply``);
+  record in the model's order although they run concurrently (``smolagents_tools.Reply``);
 - messages are flattened to text (``flatten_messages_as_text=True``, a smolagents option).
 
 Model: ``OpenAIModel`` at ``ctx.llm_base_url(node)`` with ``api_key=ctx.gateway_token``, its
 own plain-HTTP ``httpx.Client`` (closed to stop a timed-out run), ``max_retries=0`` and
 smolagents' rate-limit retry off (``retry=False``): the gateway retries.
 
-Tools: in-process, smolagents ``Tool`` s built from the protocol's tool specs whose
-``forward`` goes through ``ctx.call_tool`` on the run's event loop; under ``mcp``,
-smolagents' own ``MCPClient`` (mcpadapt) on ``ctx.mcp_url`` over streamable HTTP with the
-run's ``httpx_client_factory``, and the MCP server records the calls (as they end: calls of
-one reply that overlap are recorded in the order they finish).
+Tools (:mod:`mastif.frameworks.smolagents_tools`): in-process, smolagents ``Tool`` s built
+from the protocol's tool specs whose ``forward`` goes through ``ctx.call_tool`` on the run's
+event loop; under ``mcp``, smolagents' own ``MCPClient`` (mcpadapt) on ``ctx.mcp_url`` over streamable HTTP with the
+run's ``httpx_client_factory`` (mcpadapt's "streamable-http" transport set to the MCP SDK's
+current client, :mod:`mastif.frameworks.mcp_transport`), and the MCP server records the
+calls (as they end: calls of one reply that overlap are recorded in the order they finish).
 
 Threads: smolagents is synchronous. Each run owns one worker thread (not the loop's default
 executor: the in-process protocol runs tools there) in which the agents run; tool calls are
@@ -91,8 +92,16 @@ from smolagents.utils import AgentError, AgentGenerationError
 
 from mastif.core.provenance import PrivateMember, private_members_of
 from mastif.frameworks.base import Dispatch, RunContext
+from mastif.frameworks.mcp_transport import streamable_http
 from mastif.frameworks.orchestration import visit_node as render_and_visit
 from mastif.frameworks.plan import PlannedNode
+from mastif.frameworks.smolagents_tools import (
+    GatewayTool,
+    Reply,
+    Ticket,
+    current_call,
+    mcp_tool,
+)
 from mastif.frameworks.threadbridge import RunCancelled, ThreadBridge
 from mastif.tools import ToolResult
 
@@ -114,7 +123,7 @@ class _Bridge(ThreadBridge):
 
     visit: _Visit | None = None
     #: the tool calls of the model's latest reply (smolagents may run them concurrently)
-    reply: _Reply | None = None
+    reply: Reply | None = None
     clients: list[httpx.Client] = field(default_factory=list)
     agents: list[ToolCallingAgent] = field(default_factory=list)
     mcp: MCPClient | None = None
@@ -249,142 +258,6 @@ class GatewayModel(OpenAIModel):
         return super().parse_tool_calls(message)
 
 
-# -- tools ----------------------------------------------------------------------------------
-
-#: JSON-schema types smolagents' Tool accepts (tools.AUTHORIZED_TYPES)
-_TYPES = {"string", "boolean", "integer", "number", "image", "audio", "array", "object", "any",
-          "null"}  # fmt: skip
-
-
-class GatewayTool(Tool):
-    """A protocol tool as a smolagents tool; every execution goes through ``ctx.call_tool``."""
-
-    skip_forward_signature_validation = True
-
-    def __init__(self, spec: Any, bridge: _Bridge) -> None:
-        self.name, self.description, self.output_type = spec.name, spec.description, "string"
-        required = set(spec.parameters.get("required", []))
-        self.inputs = {}
-        for key, prop in spec.parameters.get("properties", {}).items():
-            kind = prop.get("type", "any")
-            entry: dict[str, Any] = {
-                "type": kind if isinstance(kind, str) and kind in _TYPES else "any",
-                "description": prop.get("description", key),
-            }
-            if "enum" in prop:
-                entry["enum"] = prop["enum"]
-            if key not in required:
-                entry["nullable"] = True
-            self.inputs[key] = entry
-        self.bridge = bridge
-        super().__init__()
-
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        # smolagents passes arguments that are not a JSON object (text it could not parse)
-        # positionally: they bind to the inputs in order, as to a ``forward(self, code)``
-        arguments = {**dict(zip(self.inputs, args, strict=False)), **kwargs}
-        result = _placed(self.bridge, lambda: self.bridge.start_tool(self.name, arguments))
-        if result.ok:
-            return result.output
-        # smolagents answers a failed tool with "Error executing tool ...: <this>"
-        raise RuntimeError(result.error or "the tool failed")
-
-
-def mcp_tool(tool: Tool, bridge: _Bridge) -> Tool:
-    """An MCP tool of smolagents' MCP client (mcpadapt), taking its place in the run's
-    record order as it sends its call (the MCP server records it)."""
-    forward = tool.forward
-
-    def placed_forward(*args: Any, **kwargs: Any) -> Any:
-        # mcpadapt sends keyword arguments or one dict; anything else it refuses itself
-        sends = not args or (len(args) == 1 and isinstance(args[0], dict) and not kwargs)
-        if sends:
-            _placed(bridge, lambda: None)
-        return forward(*args, **kwargs)
-
-    tool.forward = placed_forward  # type: ignore[method-assign]
-    return tool
-
-
-# -- the calls of one reply ------------------------------------------------------------------
-
-_current = threading.local()  # the call a thread of smolagents' tool-call pool is making
-
-
-@dataclass
-class _Reply:
-    """The tool calls of one model reply, in the model's order. smolagents runs them in a
-    thread pool (several at a time); each takes its place in the run's record (the call
-    reaches ``ctx.call_tool`` on the run's loop, or a refusal is recorded) only after the
-    calls before it took theirs, so the record keeps the model's order while the calls run
-    concurrently."""
-
-    calls: list[ToolCall]
-    claimed: list[bool] = field(init=False)
-    placed: list[bool] = field(init=False)
-    lock: threading.Condition = field(default_factory=threading.Condition)
-
-    def __post_init__(self) -> None:
-        self.reset(self.calls)
-
-    def reset(self, calls: list[ToolCall]) -> None:
-        """The reply's calls (before any of them runs)."""
-        self.calls = calls
-        self.claimed = [False] * len(calls)
-        self.placed = [False] * len(calls)
-
-    def claim(self, name: str, arguments: Any) -> int | None:
-        """Which of the reply's calls ``execute_tool_call(name, arguments)`` is (the first one
-        not yet claimed with that name and those arguments; equal ones are alike)."""
-        with self.lock:
-            for i, call in enumerate(self.calls):
-                if (
-                    not self.claimed[i]
-                    and call.name == name
-                    and (call.arguments or {}) == arguments
-                ):
-                    self.claimed[i] = True
-                    return i
-        return None
-
-    def take_place(self, index: int, action: Callable[[], Any]) -> Any:
-        """Run ``action`` (which places the call) once every earlier call is placed."""
-        with self.lock:
-            self.lock.wait_for(lambda: all(self.placed[:index]))
-            try:
-                return action()
-            finally:
-                self.placed[index] = True
-                self.lock.notify_all()
-
-    def release(self, index: int) -> None:
-        """The call is done: the calls after it need not wait for it any longer."""
-        with self.lock:
-            self.placed[index] = True
-            self.lock.notify_all()
-
-
-@dataclass
-class _Ticket:
-    """The call this thread makes: its reply and its index there."""
-
-    reply: _Reply
-    index: int
-    placed: bool = False  # it reached a tool (or the MCP server): the call is recorded there
-
-
-def _placed(bridge: _Bridge, start: Callable[[], Any]) -> Any:
-    """Start a tool call at its place in the reply's order (``start`` begins it on the run's
-    loop and returns a future, or begins nothing); wait for its result."""
-    ticket: _Ticket | None = getattr(_current, "ticket", None)
-    if ticket is None:
-        began = start()
-    else:
-        began = ticket.reply.take_place(ticket.index, start)
-        ticket.placed = True
-    return began.result() if began is not None else None
-
-
 # -- agent ----------------------------------------------------------------------------------
 
 
@@ -398,7 +271,7 @@ class SmolAgent(ToolCallingAgent):
         # smolagents' own: one call runs directly, several in its thread pool; an error
         # ends the step. It yields the reply's calls in the model's order before any runs.
         # (keyed by id as smolagents keys them: of calls sharing an id, one runs)
-        reply = self.bridge.reply = _Reply([])
+        reply = self.bridge.reply = Reply([])
         by_id: dict[str, ToolCall] = {}
         for item in super().process_tool_calls(chat_message, memory_step):
             if isinstance(item, ToolCall):
@@ -411,8 +284,8 @@ class SmolAgent(ToolCallingAgent):
         bridge.check()
         reply = bridge.reply
         index = reply.claim(tool_name, arguments) if reply is not None else None
-        ticket = _Ticket(reply, index) if reply is not None and index is not None else None
-        _current.ticket = ticket
+        ticket = Ticket(reply, index) if reply is not None and index is not None else None
+        current_call.ticket = ticket
         try:
             return super().execute_tool_call(tool_name, arguments)
         except AgentError as exc:
@@ -427,7 +300,7 @@ class SmolAgent(ToolCallingAgent):
                     ticket.reply.take_place(ticket.index, record).result()
             raise
         finally:
-            _current.ticket = None
+            current_call.ticket = None
             if ticket is not None:
                 ticket.reply.release(ticket.index)
 
@@ -446,6 +319,11 @@ class SmolAgent(ToolCallingAgent):
 
 def mcp_tools(bridge: _Bridge) -> list[Tool]:
     """The MCP server's tools through smolagents' own MCP client (in the agents' thread)."""
+    # mcpadapt opens "streamable-http" with the MCP SDK's deprecated streamablehttp_client:
+    # the same client (same httpx client factory and arguments) through the current one
+    from mcpadapt import core as mcpadapt_core
+
+    mcpadapt_core.TRANSPORTS["streamable-http"] = streamable_http
     ctx = bridge.ctx
     params: dict[str, Any] = {"url": ctx.mcp_url, "transport": "streamable-http"}
     if ctx.mcp_http is not None:
@@ -462,26 +340,25 @@ def build_agents(bridge: _Bridge, nodes: tuple[PlannedNode, ...]) -> dict[str, S
     tools: list[Tool] = []
     if specs and any(n.spec.use_tools for n in nodes):
         tools = (
-            [mcp_tool(t, bridge) for t in mcp_tools(bridge)]
+            [mcp_tool(t) for t in mcp_tools(bridge)]
             if ctx.mcp_url is not None
-            else [GatewayTool(s, bridge) for s in specs]
+            else [GatewayTool(s, bridge.start_tool) for s in specs]
         )
     agents = {}
     for node in nodes:
         use_tools = node.spec.use_tools and bool(tools)
         http = httpx.Client(verify=False)  # plain HTTP on loopback: no certificate store
         bridge.clients.append(http)
+        s = ctx.client_settings(node.name)
         model = GatewayModel(
             bridge, use_tools, g.max_tool_rounds,
-            model_id=ctx.model_name,
-            api_base=ctx.llm_base_url(node.name),
-            api_key=ctx.gateway_token,  # the gateway holds the real key, if any
-            client_kwargs={"http_client": http, "max_retries": 0, "timeout": g.client_timeout_s},
+            model_id=s.model,
+            api_base=s.base_url,
+            api_key=s.api_key,
+            client_kwargs={"http_client": http, **s.client_options()},
             flatten_messages_as_text=True,
-            retry=False,  # the gateway retries; a second layer would hide calls
-            temperature=g.temperature,
-            max_tokens=g.max_tokens,
-            seed=g.seed,
+            retry=False,  # its rate-limit retry: the gateway retries
+            **s.sampling(),
         )  # fmt: skip
         agent = SmolAgent(
             tools=tools if use_tools else [],

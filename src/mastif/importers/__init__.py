@@ -6,14 +6,14 @@ the judge, values, metrics and statistics stages run on results mastif did not p
 Pure functions: no Snakemake, no model, no network. See ``docs/import.md``.
 """
 
+from mastif.importers.envelopes import unwrap_envelope
 from mastif.importers.mastif_log import (
     ImportedLog,
-    MastifLogError,
     read_mastif_log,
     stacks_in_log,
-    unwrap_envelope,
     write_imported,
 )
+from mastif.importers.mastif_records import MastifLogError
 
 __all__ = [
     "ImportedLog",

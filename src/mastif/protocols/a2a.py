@@ -93,17 +93,13 @@ from a2a.utils.constants import (
 )
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from mastif.protocols.wire import (
     SCOPE_KEY,
-    LoopbackKey,
-    Receive,
+    ProtocolServer,
     Scope,
-    Send,
-    WireMeter,
-    WireStats,
     metered_client,
     scope_run,
     serve_asgi,
@@ -304,10 +300,13 @@ class _NodeExecutor(AgentExecutor):
         await updater.cancel(updater.new_agent_message([Part(text="cancelled by the client")]))
 
 
-class A2AAgents:
+class A2AAgents(ProtocolServer):
     """The running agents: their URLs per run and what their runs cost."""
 
+    NOT_FOUND = _NOT_AN_AGENT
+
     def __init__(self, agents: list[AgentSpec], handle: AgentHandler) -> None:
+        super().__init__()
         names = [spec.name for spec in agents]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate agent names: {names}")
@@ -315,13 +314,9 @@ class A2AAgents:
             if not name or "/" in name:
                 raise ValueError(f"agent name must be a non-empty URL path segment: {name!r}")
         self.specs = {spec.name: spec for spec in agents}
-        self.base_url = ""  # set once the server listens
         self._received: Counter[str] = Counter()
         self._handlers: list[DefaultRequestHandler] = []
         self._apps = {spec.name: self._agent_app(spec, handle) for spec in agents}
-        self.meter = WireMeter(self._dispatch)
-        #: the job's secret for the agents: requests without it are refused (401)
-        self.key = LoopbackKey()
 
     def agent_url(self, run_id: str, agent: str) -> str:
         """The agent's URL for ``run_id``: its JSON-RPC endpoint, and its card's base.
@@ -339,9 +334,6 @@ class A2AAgents:
     def messages_received(self, run_id: str) -> int:
         """A2A messages the agents' executors handled for that run (kept after pop_stats)."""
         return self._received[run_id]
-
-    def pop_stats(self, run_id: str) -> WireStats:
-        return self.meter.pop(run_id)
 
     def _agent_app(self, spec: AgentSpec, handle: AgentHandler) -> Starlette:
         # The handler's copy of the card only matters for its capabilities (streaming, push);
@@ -367,16 +359,13 @@ class A2AAgents:
         )
         return Starlette(routes=routes)
 
-    async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """The one app below the meter: route each request to its agent's A2A app."""
+    def route(self, scope: Scope) -> Starlette | None:
+        """Each request to its agent's A2A app (the one app below the meter)."""
         try:
             _, agent = scope_run(scope)
-            app = self._apps[agent]
+            return self._apps[agent]
         except LookupError:  # no /r/{run}/{agent}/ prefix, or no such agent
-            response = PlainTextResponse(_NOT_AN_AGENT, status_code=404)
-            await response(scope, receive, send)
-            return
-        await app(scope, receive, send)
+            return None
 
     async def _aclose(self) -> None:
         # drains the SDK's active tasks so none outlives the server

@@ -49,16 +49,11 @@ from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette.responses import PlainTextResponse
 
 from mastif.protocols.wire import (
     SCOPE_KEY,
-    LoopbackKey,
-    Receive,
+    ProtocolServer,
     Scope,
-    Send,
-    WireMeter,
-    WireStats,
     metered_client_factory,
     scope_run,
     serve_asgi,
@@ -119,13 +114,17 @@ logging.getLogger("mcp.server.lowlevel.server").addFilter(_QuietInvalidRequests(
 logging.getLogger().addFilter(_QuietInvalidRequests())
 
 
-class McpToolServer:
+class McpToolServer(ProtocolServer):
     """Our tools served over MCP streamable HTTP; one per stack job.
 
     Build it with :func:`open_mcp_server`, which serves it and stops it again.
     """
 
+    # unattributed traffic would have no run to count against
+    NOT_FOUND = "MCP is served at /r/{run_id}/{node}/mcp"
+
     def __init__(self, tools: list[Tool], on_call: ToolCallHook | None = None) -> None:
+        super().__init__()
         self._tools = {t.name: t for t in tools}
         self._on_call = on_call
         self._calls: Counter[str] = Counter()
@@ -149,13 +148,9 @@ class McpToolServer:
                 allowed_origins=["http://127.0.0.1:*", "http://localhost:*"],
             ),
         )
-        self.meter = WireMeter(self._asgi)
-        #: the job's secret for this server: requests without it are refused (401)
-        self.key = LoopbackKey()
         #: what every MCP client of a run must build its httpx client with (timed exchanges,
         #: the key sent)
         self.http_client_factory = metered_client_factory(self.meter, self.key)
-        self.base_url = ""  # set by open_mcp_server once serving
 
     # ------------------------------------------------------------------ public
 
@@ -170,12 +165,9 @@ class McpToolServer:
         return f"{self.base_url}/r/{run_id}/{node}{MCP_PATH}"
 
     def calls_served(self, run_id: str) -> int:
-        """``tools/call`` requests handled for ``run_id`` (unknown tools and failures too)."""
+        """``tools/call`` requests handled for ``run_id`` (unknown tools and failures too;
+        kept after :meth:`pop_stats`)."""
         return self._calls.get(run_id, 0)
-
-    def pop_stats(self, run_id: str) -> WireStats:
-        """The run's wire counts, forgotten here (``calls_served`` is kept)."""
-        return self.meter.pop(run_id)
 
     # ------------------------------------------------------------- MCP handlers
 
@@ -215,15 +207,12 @@ class McpToolServer:
 
     # --------------------------------------------------------------------- ASGI
 
-    async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def route(self, scope: Scope) -> Any:
+        """The SDK's session manager for the requests to a run's ``/mcp``; None (404) else."""
         path = scope.get("path", "")
         if scope["type"] == "http" and SCOPE_KEY in scope and path.rstrip("/") == MCP_PATH:
-            await self._manager.handle_request(scope, receive, send)
-            return
-        # unattributed traffic would have no run to count against
-        await PlainTextResponse("MCP is served at /r/{run_id}/{node}/mcp", 404)(
-            scope, receive, send
-        )
+            return self._manager.handle_request
+        return None
 
     @asynccontextmanager
     async def _sessions(self) -> AsyncIterator[None]:

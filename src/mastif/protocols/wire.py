@@ -3,6 +3,7 @@
 A protocol's servers (the MCP tool server, the A2A agents) are ASGI apps served by uvicorn
 on 127.0.0.1 inside the stack job's event loop: started when the protocol opens, stopped when
 it closes (also when a run fails or the job is cancelled), so no server outlives its job.
+Both are :class:`ProtocolServer` s: a router below the meter, a key, an address.
 
 Every request carries its run and node in the URL, ``/r/{run_id}/{node}/...``. The
 :class:`WireMeter` middleware strips that prefix (the app below it is mounted at ``/``),
@@ -50,6 +51,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from starlette.responses import PlainTextResponse
 
 from mastif.core.server import serving_in_loop
 
@@ -262,6 +264,36 @@ class RequireKey:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+class ProtocolServer:
+    """What every protocol server is on the wire: its requests routed by :meth:`route`
+    behind the :class:`WireMeter` (a request it does not take gets 404), its
+    :class:`LoopbackKey`, and its address once :func:`serve_asgi` serves ``meter``."""
+
+    #: what a request that :meth:`route` does not take is told (404)
+    NOT_FOUND = "not found"
+
+    def __init__(self) -> None:
+        self.meter = WireMeter(self._route_request)
+        #: the job's secret for this server: requests without it are refused (401)
+        self.key = LoopbackKey()
+        self.base_url = ""  # set once the server listens
+
+    def route(self, scope: Scope) -> ASGIApp | None:
+        """The app that serves this request (it came through the meter); None: 404."""
+        raise NotImplementedError
+
+    def pop_stats(self, run_id: str) -> WireStats:
+        """The run's wire counts, forgotten here."""
+        return self.meter.pop(run_id)
+
+    async def _route_request(self, scope: Scope, receive: Receive, send: Send) -> None:
+        app = self.route(scope)
+        if app is None:  # e.g. unattributed traffic: it would have no run to count against
+            await PlainTextResponse(self.NOT_FOUND, status_code=404)(scope, receive, send)
+            return
+        await app(scope, receive, send)
 
 
 class _TimedStream(httpx.AsyncByteStream):

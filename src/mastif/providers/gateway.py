@@ -26,7 +26,9 @@ Every framework is pointed at ``{gateway}/r/{run_id}/{node}/v1``. The gateway
   ``request_timeout_s`` (``models.<id>.options.request_timeout_s``) bounds one attempt.
 
 It runs uvicorn in a daemon thread with its own event loop, so a framework that blocks its
-own thread cannot starve it.
+own thread cannot starve it. This module is the app (authorisation, attribution, the cache,
+the record of each call); the way to the endpoint -- retries, the adaptive limit, the call
+bound and the clock -- is :class:`mastif.providers.upstream.Upstream`.
 
 It listens on loopback, where every local process (another user of a shared cluster node)
 can reach it, and it adds the real API key, so it serves only the job's own clients:
@@ -43,8 +45,6 @@ can reach it, and it adds the real API key, so it serves only the job's own clie
 
 from __future__ import annotations
 
-import asyncio
-import email.utils
 import hmac
 import json
 import re
@@ -54,30 +54,20 @@ import time
 from collections import defaultdict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential_jitter
 
-from mastif.core.server import ServerThread
+from mastif.core.server import ServerThread, StartStop
 from mastif.core.timing import InFlight
 from mastif.core.trace import LLMCall
 from mastif.providers.cache import ResponseCache
 from mastif.providers.endpoint import Endpoint
-from mastif.providers.forced_choice import ForcedChoice
-from mastif.providers.scripted import NODE_HEADER
+from mastif.providers.upstream import AdaptiveLimit, CallClock, Upstream, body_snippet
 
-#: a 429's Retry-After longer than this is capped (a run has its own total timeout)
-MAX_RETRY_AFTER_S = 120.0
-#: 429s a request may meet beyond ``retries``: rate limits are expected in big grids and
-#: are waited out, errors are not
-THROTTLE_RETRIES = 8
-RETRY_STATUSES = frozenset({408, 409, 425, 429})
 #: what a secret becomes in any text the gateway passes on or records
 REDACTED = "[redacted]"
 #: a run of at least this many characters of a secret, at its start or its end, is
@@ -129,114 +119,6 @@ def _redact_one(text: _Text, secret: _Text, mark: _Text) -> _Text:
     return text[:0].join([*out, text[at:]])
 
 
-@dataclass(eq=False)  # by identity: a run's calls in flight are a set of them
-class CallClock:
-    """Where one call's time went so far; ``phase`` is running since ``since``."""
-
-    started: float  # perf_counter at the call's arrival
-    attempts: int = 0
-    upstream_s: float = 0.0
-    queue_s: float = 0.0
-    backoff_s: float = 0.0
-    phase: str | None = None  # "upstream" | "queue" | "backoff" while one runs
-    since: float = 0.0
-
-    def enter(self, phase: str) -> None:
-        self.phase, self.since = phase, time.perf_counter()
-
-    def leave(self) -> None:
-        if self.phase is not None:
-            name = f"{self.phase}_s"
-            setattr(self, name, getattr(self, name) + time.perf_counter() - self.since)
-            self.phase = None
-
-    def so_far(self, run_t0: float) -> InFlight:
-        """Its parts up to now, the running phase included (for a run that ends now)."""
-        parts = {"upstream_s": self.upstream_s, "queue_s": self.queue_s,
-                 "backoff_s": self.backoff_s}  # fmt: skip
-        if self.phase is not None:
-            parts[f"{self.phase}_s"] += time.perf_counter() - self.since
-        return InFlight(started_s=self.started - run_t0, **parts)
-
-
-class UpstreamError(Exception):
-    def __init__(self, status: int, body: bytes, retry_after_s: float | None = None) -> None:
-        super().__init__(f"upstream answered {status}")
-        self.status = status
-        self.body = body
-        self.retry_after_s = retry_after_s
-
-
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
-class AdaptiveLimit:
-    """At most ``limit`` requests in flight, ``1 <= limit <= ceiling``; AIMD on 429s.
-
-    A 429 halves the limit and pauses every new request until its ``Retry-After`` has
-    passed; ``limit`` successes in a row raise it by one. Lives on the gateway's loop.
-    """
-
-    def __init__(self, ceiling: int) -> None:
-        self.ceiling = ceiling
-        self.limit = ceiling
-        self.active = 0
-        self.throttles = 0
-        self.lowest = ceiling
-        self._streak = 0
-        self._paused_until = 0.0
-        self._cond = asyncio.Condition()
-
-    async def acquire(self) -> None:
-        loop = asyncio.get_running_loop()
-        async with self._cond:
-            while True:
-                pause = self._paused_until - loop.time()
-                if pause > 0:
-                    try:
-                        await asyncio.wait_for(self._cond.wait(), pause)
-                    except TimeoutError:
-                        pass
-                    continue
-                if self.active < self.limit:
-                    self.active += 1
-                    return
-                await self._cond.wait()
-
-    async def release(self, outcome: str, retry_after_s: float | None = None) -> None:
-        """``outcome``: ok | throttled (a 429) | error (5xx, timeout, dropped connection)."""
-        loop = asyncio.get_running_loop()
-        async with self._cond:
-            self.active -= 1
-            if outcome == "throttled":
-                self.throttles += 1
-                self.limit = max(1, self.limit // 2)
-                self.lowest = min(self.lowest, self.limit)
-                self._streak = 0
-                if retry_after_s:
-                    until = loop.time() + min(retry_after_s, MAX_RETRY_AFTER_S)
-                    self._paused_until = max(self._paused_until, until)
-            elif outcome == "ok":
-                self._streak += 1
-                if self._streak >= self.limit and self.limit < self.ceiling:
-                    self.limit += 1
-                    self._streak = 0
-            self._cond.notify_all()
-
-
 def normalise_request(
     payload: dict[str, Any], provider: str, server: str | None = None
 ) -> dict[str, Any]:
@@ -282,7 +164,7 @@ def normalise_request(
     return payload
 
 
-class Gateway:
+class Gateway(StartStop):
     """``with Gateway(endpoint) as gw: base = gw.base_url_for(run_id, node)``; every client
     pointed there must send ``gw.token`` as its API key (``Authorization: Bearer``)."""
 
@@ -304,9 +186,6 @@ class Gateway:
         self._expected_auth = f"Bearer {self.token}".encode()
         #: what is redacted from everything that comes back from upstream
         self._secrets = tuple(s for s in (endpoint.api_key, self.token) if s)
-        self.retries = retries
-        self.request_timeout_s = request_timeout_s
-        self.call_timeout_s = call_timeout_s
         self.cache = cache
         #: strings that differ between executions of the same run (the sandbox's loopback
         #: origin) -> stable stand-ins. The model never sees them: every request goes
@@ -314,12 +193,14 @@ class Gateway:
         #: with the value. So a run's prompts are byte-identical in every job, and a seeded
         #: model takes the same path alone and inside a pipeline (CT comparable, issue 16)
         self.volatile: dict[str, str] = {}
-        #: llama-server's tool calls by a forced first choice, when the model asks for it
-        self.forced_choice = (
-            ForcedChoice(endpoint.tool_call_template) if endpoint.tool_call_template else None
+        #: the way to the endpoint: retries, the adaptive limit, the call bound
+        self.upstream = Upstream(
+            endpoint,
+            retries=retries,
+            request_timeout_s=request_timeout_s,
+            call_timeout_s=call_timeout_s,
+            redact=self.redact,
         )
-        self.upstream_requests = 0  # HTTP requests sent to the endpoint, retries included
-        self.limit: AdaptiveLimit | None = None
         self.port = 0
         self._calls: dict[str, list[LLMCall]] = defaultdict(list)
         self._run_started: dict[str, float] = {}
@@ -327,7 +208,16 @@ class Gateway:
         self._in_flight: dict[str, set[CallClock]] = defaultdict(set)
         self._lock = threading.Lock()
         self._server: ServerThread | None = None
-        self._client: httpx.AsyncClient | None = None
+
+    @property
+    def upstream_requests(self) -> int:
+        """HTTP requests sent to the endpoint, retries included."""
+        return self.upstream.requests
+
+    @property
+    def limit(self) -> AdaptiveLimit | None:
+        """The endpoint's adaptive concurrency limit (None until the gateway serves)."""
+        return self.upstream.limit
 
     # -- run bookkeeping (called from the runner's thread) ------------------------------
     def base_url_for(self, run_id: str, node: str) -> str:
@@ -376,23 +266,8 @@ class Gateway:
 
         @asynccontextmanager
         async def lifespan(app: Starlette) -> AsyncIterator[None]:
-            headers = {}
-            if self.endpoint.api_key:
-                headers["Authorization"] = f"Bearer {self.endpoint.api_key}"
-            # at most max_connections requests are in flight (the adaptive limit); all kept
-            # alive (httpcore 1.0 closes idle ones once the pool exceeds max_keepalive)
-            size = self.endpoint.max_connections + 4
-            self._client = httpx.AsyncClient(
-                base_url=self.endpoint.base_url,
-                headers=headers,
-                timeout=self.request_timeout_s,
-                limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
-            )
-            self.limit = AdaptiveLimit(self.endpoint.max_connections)
-            try:
+            async with self.upstream.open():  # the endpoint's client, on the gateway's loop
                 yield
-            finally:
-                await self._client.aclose()
 
         return Starlette(
             routes=[
@@ -453,7 +328,7 @@ class Gateway:
             with self._lock:
                 self._in_flight[run_id].add(clock)
             try:
-                status, body, error = await self._bounded_call(payload, node, clock)
+                status, body, error = await self.upstream.call(payload, node, clock)
             finally:
                 with self._lock:
                     self._in_flight.get(run_id, set()).discard(clock)
@@ -469,7 +344,7 @@ class Gateway:
             if error is None and cached is None and key is not None and self.cache is not None:
                 self.cache.put(key, self._neutralise(body))
         elif error is None:
-            error = f"upstream {status}: {_snippet(body)}"
+            error = f"upstream {status}: {body_snippet(body)}"
         if error is not None:
             error = self.redact(error)
         call = LLMCall(
@@ -493,103 +368,6 @@ class Gateway:
         # the framework gets the origin back (the model answered with the stand-in)
         body = self._restore(body)
         return Response(body, status_code=status, media_type="application/json")
-
-    async def _bounded_call(
-        self, payload: dict[str, Any], node: str, clock: CallClock
-    ) -> tuple[int, bytes, str | None]:
-        """:meth:`_call_upstream` within ``call_timeout_s``: over it, a 504 with the error."""
-        try:
-            return await asyncio.wait_for(
-                self._call_upstream(payload, node, clock), self.call_timeout_s
-            )
-        except TimeoutError:
-            clock.leave()  # the phase the limit cut short still counts
-            error = f"request exceeded request_timeout_s={self.call_timeout_s}"
-            body = json.dumps({"error": {"message": error, "type": "request_timeout"}})
-            return 504, body.encode(), error
-
-    async def _call_upstream(
-        self, payload: dict[str, Any], node: str, clock: CallClock
-    ) -> tuple[int, bytes, str | None]:
-        """(status, body, error) after retries; never raises for upstream faults.
-        ``clock`` gets the attempts and where the time went."""
-        throttles = 0
-
-        async def sleep(seconds: float) -> None:
-            clock.enter("backoff")
-            try:
-                await asyncio.sleep(seconds)
-            finally:
-                clock.leave()
-
-        def wait(state: RetryCallState) -> float:
-            exc = state.outcome.exception() if state.outcome else None
-            if isinstance(exc, UpstreamError) and exc.retry_after_s is not None:
-                return min(exc.retry_after_s, MAX_RETRY_AFTER_S)
-            return float(wait_exponential_jitter(multiplier=0.5, max=8, jitter=0.5)(state))
-
-        def stop(state: RetryCallState) -> bool:
-            return state.attempt_number - throttles > self.retries or throttles > THROTTLE_RETRIES
-
-        try:
-            async for attempt in AsyncRetrying(
-                stop=stop,
-                wait=wait,
-                retry=retry_if_exception_type((httpx.TransportError, UpstreamError)),
-                reraise=True,
-                sleep=sleep,
-            ):
-                with attempt:
-                    clock.attempts += 1
-                    try:
-                        status, body = await self._forward(payload, node, clock)
-                    except UpstreamError as exc:
-                        if exc.status == 429:
-                            throttles += 1
-                        raise
-            return status, body, None
-        except UpstreamError as exc:
-            return exc.status, exc.body, f"upstream {exc.status}: {_snippet(exc.body)}"
-        except httpx.TransportError as exc:
-            error = self.redact(f"{type(exc).__name__}: {exc}")
-            body = json.dumps({"error": {"message": error, "type": "upstream_unreachable"}})
-            return 502, body.encode(), error
-
-    async def _forward(
-        self, payload: dict[str, Any], node: str, clock: CallClock
-    ) -> tuple[int, bytes]:
-        assert self._client is not None and self.limit is not None
-        clock.enter("queue")
-        try:
-            await self.limit.acquire()
-        finally:
-            clock.leave()
-        outcome, retry_after = "error", None
-        try:
-            self.upstream_requests += 1
-            # a scripted model (providers/scripted.py) answers by node; no one else is told
-            headers = {NODE_HEADER: node} if self.endpoint.provider == "scripted" else None
-            clock.enter("upstream")
-            try:
-                if self.forced_choice is not None and self.forced_choice.applies(payload):
-                    r = await self.forced_choice.complete(self._client, payload)
-                else:
-                    r = await self._client.post("/chat/completions", json=payload, headers=headers)
-            finally:
-                clock.leave()
-            if r.status_code == 429:
-                outcome = "throttled"
-                retry_after = parse_retry_after(r.headers.get("retry-after"))
-            elif r.status_code < 500:
-                outcome = "ok"
-        finally:
-            await self.limit.release(outcome, retry_after)
-        # where upstream text enters: an endpoint that echoes the key (or the token) in
-        # its body puts it nowhere (not in the framework's error, the cache, the call)
-        body = self.redact(r.content)
-        if r.status_code >= 500 or r.status_code in RETRY_STATUSES:
-            raise UpstreamError(r.status_code, body, retry_after)
-        return r.status_code, body
 
     # -- the response cache ---------------------------------------------------------------
     def _neutralise(self, data: bytes) -> bytes:
@@ -620,13 +398,6 @@ class Gateway:
         if self._server is not None:
             self._server.stop()
 
-    def __enter__(self) -> Gateway:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
 
 def usage_count(usage: Any, key: str) -> int | None:
     """A token count from a response's ``usage``; None when it is absent or not a count.
@@ -638,7 +409,3 @@ def usage_count(usage: Any, key: str) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         return None
     return value
-
-
-def _snippet(body: bytes, n: int = 300) -> str:
-    return body[:n].decode("utf-8", errors="replace")

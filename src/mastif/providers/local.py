@@ -27,11 +27,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import TracebackType
 
 import httpx
 
 from mastif.core.config import ModelSpec
+from mastif.core.server import StartStop
 
 #: a bundled model requantised to Q8_0 (:mod:`mastif.providers.requantise`) -> its source key.
 #: Only SmolLM2: this machine's CPU evaluates its prompts ~1.9x faster from Q8_0; Gemma-3-270M
@@ -112,7 +112,7 @@ def llama_server_binary() -> Path:
     )
 
 
-class LocalServer:
+class LocalServer(StartStop):
     """``with LocalServer(spec, log_path) as s:`` — a healthy server at ``s.base_url``."""
 
     def __init__(self, spec: ModelSpec, log_path: Path) -> None:
@@ -243,15 +243,3 @@ class LocalServer:
             proc.wait(timeout=10)
         except ProcessLookupError:
             pass
-
-    def __enter__(self) -> LocalServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -47,10 +47,11 @@ import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import yaml
+
+from mastif.core.server import StartStop
 
 #: the header in which the gateway names the node of a request to a scripted endpoint
 NODE_HEADER = "X-Mastif-Node"
@@ -181,7 +182,7 @@ def _tokens(text: str) -> int:
     return max(1, round(len(text) / 4))
 
 
-class ScriptedServer:
+class ScriptedServer(StartStop):
     """``with ScriptedServer(script, log_path) as s:`` — the scripted model at ``s.base_url``."""
 
     def __init__(self, script: str | Path, log_path: Path, model: str = "scripted") -> None:
@@ -297,15 +298,3 @@ class ScriptedServer:
             self._thread.join(timeout=5)
         self._log("stopped")
         self._httpd = None
-
-    def __enter__(self) -> ScriptedServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

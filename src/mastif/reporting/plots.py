@@ -13,7 +13,7 @@ from their code is ``significance_stars``, so a star means the same in every fig
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -264,6 +264,91 @@ def failed_share(stacks: pl.DataFrame) -> pl.Expr:
     return pl.lit(None, dtype=pl.Float64)
 
 
+def _pareto_points(stacks: pl.DataFrame) -> pl.DataFrame:
+    """The stacks with a CT/V point: labels, (CT, V), TCR, Pareto-optimal and failed share;
+    the frontier last (drawn on top), numbered by CT."""
+    optimal = (
+        pl.col("pareto_optimal").fill_null(False)
+        if "pareto_optimal" in stacks.columns
+        else pl.lit(False)
+    )
+    return (
+        stacks.select(
+            "model",
+            "protocol",
+            "framework",
+            "CT_mean",
+            "V_mean",
+            "TCR_mean",
+            optimal.alias("optimal"),
+            failed_share(stacks).alias("failed"),
+        )
+        .filter(pl.col("CT_mean").is_not_null() & pl.col("V_mean").is_not_null())
+        .sort("optimal", "CT_mean", "V_mean")  # frontier drawn last (on top), numbered by CT
+    )
+
+
+def _pareto_point(
+    ax: Axes,
+    ct: float,
+    v: float,
+    tcr: float | None,
+    is_optimal: bool,
+    failed: float | None,
+    colour_of: Callable[[float], object],
+) -> None:
+    """One stack's marker: a star on the front, a dot off it, a red-edged diamond labelled
+    with its failure share when runs timed out or errored; hollow grey without a TCR."""
+    style: dict[str, object] = (
+        {"marker": "*", "s": 280, "linewidths": 0.9, "zorder": 3}
+        if is_optimal
+        else {"marker": "o", "s": 60, "linewidths": 0.3, "zorder": 2}
+    )
+    colour = (
+        {"facecolors": "none", "edgecolors": "0.5"}
+        if tcr is None
+        else {"color": colour_of(tcr), "edgecolors": "black"}
+    )
+    if failed:  # timed-out or errored runs: not eligible for the front
+        style = {"marker": "D", "s": 70, "linewidths": 1.6, "zorder": 2}
+        colour = {**colour, "edgecolors": "tab:red"}
+        ax.annotate(
+            f"{failed:.0%} failed",
+            (ct, v),
+            fontsize=7,
+            color="tab:red",
+            xytext=(6, -10),
+            textcoords="offset points",
+        )
+    ax.scatter(ct, v, **style, **colour)  # type: ignore[arg-type]
+
+
+def _pareto_legend(ax: Axes) -> None:
+    """The key to the marker styles."""
+    ax.legend(
+        handles=[
+            _marker_key(
+                "Pareto-optimal (max TCR, min CT, min V) among stacks whose runs all completed",
+                marker="*",
+                markersize=12,
+                color="0.6",
+                markeredgecolor="black",
+            ),
+            _marker_key("dominated", marker="o", color="0.6"),
+            _marker_key(
+                "had timed-out/errored runs (share shown): never Pareto-optimal",
+                marker="D",
+                color="0.6",
+                markeredgecolor="tab:red",
+                markeredgewidth=1.6,
+            ),
+            _marker_key("TCR unknown", marker="o", markerfacecolor="none", markeredgecolor="0.5"),
+        ],
+        fontsize=8,
+        loc="best",
+    )
+
+
 def plot_pareto(stacks: pl.DataFrame, out_stem: Path) -> list[Path]:
     """Efficiency profile E = (TCR, CT, V) of Eq. 4: each stack at (CT_mean, V_mean) of its
     completed runs, coloured by TCR_mean; Pareto-optimal stacks are starred, numbered, and
@@ -282,51 +367,12 @@ def plot_pareto(stacks: pl.DataFrame, out_stem: Path) -> list[Path]:
     norm = Normalize(vmin=0.0, vmax=1.0)
     fig = Figure(figsize=(8, 6.5), layout="constrained")
     ax = fig.subplots()
-    optimal = (
-        pl.col("pareto_optimal").fill_null(False)
-        if "pareto_optimal" in stacks.columns
-        else pl.lit(False)
-    )
-    df = (
-        stacks.select(
-            "model",
-            "protocol",
-            "framework",
-            "CT_mean",
-            "V_mean",
-            "TCR_mean",
-            optimal.alias("optimal"),
-            failed_share(stacks).alias("failed"),
-        )
-        .filter(pl.col("CT_mean").is_not_null() & pl.col("V_mean").is_not_null())
-        .sort("optimal", "CT_mean", "V_mean")  # frontier drawn last (on top), numbered by CT
-    )
+    df = _pareto_points(stacks)
     if df.height == 0:
         _no_data(ax)
     key: list[Line2D] = []
     for model, protocol, framework, ct, v, tcr, is_optimal, failed in df.iter_rows():
-        style: dict[str, object] = (
-            {"marker": "*", "s": 280, "linewidths": 0.9, "zorder": 3}
-            if is_optimal
-            else {"marker": "o", "s": 60, "linewidths": 0.3, "zorder": 2}
-        )
-        colour = (
-            {"facecolors": "none", "edgecolors": "0.5"}
-            if tcr is None
-            else {"color": cmap(norm(tcr)), "edgecolors": "black"}
-        )
-        if failed:  # timed-out or errored runs: not eligible for the front
-            style = {"marker": "D", "s": 70, "linewidths": 1.6, "zorder": 2}
-            colour = {**colour, "edgecolors": "tab:red"}
-            ax.annotate(
-                f"{failed:.0%} failed",
-                (ct, v),
-                fontsize=7,
-                color="tab:red",
-                xytext=(6, -10),
-                textcoords="offset points",
-            )
-        ax.scatter(ct, v, **style, **colour)  # type: ignore[arg-type]
+        _pareto_point(ax, ct, v, tcr, is_optimal, failed, lambda x: cmap(norm(x)))
         if is_optimal:
             number = str(len(key) + 1)
             ax.annotate(
@@ -351,28 +397,7 @@ def plot_pareto(stacks: pl.DataFrame, out_stem: Path) -> list[Path]:
     ax.set_xlabel("CT, mean convergence time of completed runs (seconds)")
     ax.set_ylabel("V, mean verbosity of completed runs (tokens)")
     ax.grid(alpha=0.3)
-    ax.legend(
-        handles=[
-            _marker_key(
-                "Pareto-optimal (max TCR, min CT, min V) among stacks whose runs all completed",
-                marker="*",
-                markersize=12,
-                color="0.6",
-                markeredgecolor="black",
-            ),
-            _marker_key("dominated", marker="o", color="0.6"),
-            _marker_key(
-                "had timed-out/errored runs (share shown): never Pareto-optimal",
-                marker="D",
-                color="0.6",
-                markeredgecolor="tab:red",
-                markeredgewidth=1.6,
-            ),
-            _marker_key("TCR unknown", marker="o", markerfacecolor="none", markeredgecolor="0.5"),
-        ],
-        fontsize=8,
-        loc="best",
-    )
+    _pareto_legend(ax)
     if key:
         fig.legend(
             handles=key,

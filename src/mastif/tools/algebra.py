@@ -31,7 +31,7 @@ import tokenize
 from collections.abc import Callable
 from typing import Any
 
-from mastif.tools.base import Tool, ToolError, object_schema, truncate_output
+from mastif.tools.base import Tool, ToolError, object_schema, text_parameter, truncate_output
 from mastif.tools.isolation import ChildLimitExceeded, ChildLimits, run_isolated
 
 SYMPY_OPERATIONS: tuple[str, ...] = (
@@ -374,22 +374,18 @@ def make_sympy_tool(
     )
     parameters = object_schema(
         {
-            "expression": {
-                "type": "string",
-                "description": "Maths expression, or 'lhs = rhs' equation for solve, "
-                "e.g. 'x**2 - 4 = 0'.",
-            },
-            "operation": {
-                "type": "string",
-                "enum": list(SYMPY_OPERATIONS),
-                "default": "simplify",
-                "description": "What to do with the expression (default simplify).",
-            },
-            "variable": {
-                "type": "string",
-                "description": "Variable to solve for, differentiate or integrate by, e.g. 'x'. "
-                "Optional when the expression has a single variable.",
-            },
+            "expression": text_parameter(
+                "Maths expression, or 'lhs = rhs' equation for solve, e.g. 'x**2 - 4 = 0'."
+            ),
+            "operation": text_parameter(
+                "What to do with the expression (default simplify).",
+                enum=list(SYMPY_OPERATIONS),
+                default="simplify",
+            ),
+            "variable": text_parameter(
+                "Variable to solve for, differentiate or integrate by, e.g. 'x'. Optional "
+                "when the expression has a single variable."
+            ),
         },
         ["expression"],
     )

@@ -33,6 +33,24 @@ def object_schema(properties: dict[str, dict[str, Any]], required: list[str]) ->
     }
 
 
+def text_parameter(description: str | None = None, **keywords: Any) -> dict[str, Any]:
+    """A string parameter's schema: its JSON-schema ``keywords`` (``minLength``, ``enum``,
+    ``default``), then its description."""
+    schema: dict[str, Any] = {"type": "string", **keywords}
+    if description is not None:
+        schema["description"] = description
+    return schema
+
+
+def count_parameter(description: str, maximum: int | None = None) -> dict[str, Any]:
+    """An integer parameter's schema: at least 1 and, when given, at most ``maximum``."""
+    schema: dict[str, Any] = {"type": "integer", "minimum": 1}
+    if maximum is not None:
+        schema["maximum"] = maximum
+    schema["description"] = description
+    return schema
+
+
 def truncate_output(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
     """Cap output length, saying how much was dropped so the model knows it is partial.
 

@@ -52,7 +52,14 @@ from mastif.tools.algebra import (
     compute_sympy,
     make_sympy_tool,
 )
-from mastif.tools.base import MAX_OUTPUT_CHARS, Tool, ToolError, object_schema, truncate_output
+from mastif.tools.base import (
+    MAX_OUTPUT_CHARS,
+    Tool,
+    ToolError,
+    object_schema,
+    text_parameter,
+    truncate_output,
+)
 from mastif.tools.isolation import ChildLimitExceeded, ChildLimits, run_isolated
 
 # the names other modules (web and knowledge tools, estimate, tests) import from here
@@ -279,7 +286,7 @@ def make_python_repl_tool(timeout_s: float = 5.0, cpu_s: int = 5, memory_mb: int
         "or to pull values out of a JSON document (use json_parser)."
     )
     parameters = _schema(
-        {"code": {"type": "string", "description": "Python source code to execute."}},
+        {"code": text_parameter("Python source code to execute.")},
         ["code"],
     )
     return Tool("python_repl", description, parameters, python_repl)
@@ -322,15 +329,10 @@ def make_datetime_tool(clock: Callable[[dt.tzinfo], dt.datetime] | None = None) 
     )
     parameters = _schema(
         {
-            "timezone": {
-                "type": "string",
-                "description": "IANA timezone name, e.g. 'UTC' (default) or 'Asia/Tokyo'.",
-            },
-            "format": {
-                "type": "string",
-                "description": "Optional strftime format, e.g. '%Y-%m-%d'. "
-                "Default: ISO 8601 plus weekday.",
-            },
+            "timezone": text_parameter("IANA timezone name, e.g. 'UTC' (default) or 'Asia/Tokyo'."),
+            "format": text_parameter(
+                "Optional strftime format, e.g. '%Y-%m-%d'. Default: ISO 8601 plus weekday."
+            ),
         },
         [],
     )
@@ -432,12 +434,11 @@ def make_json_parser_tool() -> Tool:
     )
     parameters = _schema(
         {
-            "json_string": {"type": "string", "description": "The JSON document, as text."},
-            "query": {
-                "type": "string",
-                "description": "Optional path such as 'items[0].name' or 'a.b.2'; "
-                "empty returns the whole document pretty-printed.",
-            },
+            "json_string": text_parameter("The JSON document, as text."),
+            "query": text_parameter(
+                "Optional path such as 'items[0].name' or 'a.b.2'; empty returns the whole "
+                "document pretty-printed."
+            ),
         },
         ["json_string"],
     )

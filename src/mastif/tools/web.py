@@ -27,7 +27,7 @@ from urllib.parse import urljoin
 
 from bs4 import BeautifulSoup
 
-from mastif.tools.base import Tool, ToolError, current_run_id
+from mastif.tools.base import Tool, ToolError, count_parameter, current_run_id, text_parameter
 from mastif.tools.base import object_schema as _schema
 from mastif.tools.base import truncate_output as _truncate
 from mastif.tools.browser import BrowserService
@@ -174,12 +174,22 @@ class _Navigation:
 
 def make_web_tools(web: WebAccess) -> list[Tool]:
     """The six web tools bound to ``web``."""
-    chars = web.page_chars
-    timeout = web.browser.options.action_timeout_s
+    return [
+        _web_search_tool(web),
+        _web_browser_tool(web),
+        _requests_get_tool(web),
+        _beautifulsoup_scraper_tool(web),
+        _web_interaction_tool(web),
+        _keyboard_interaction_tool(web),
+    ]
 
-    def on_page(action: Callable[[Any], Any]) -> str:
-        return web.browser.call(current_run_id(), action)
 
+def _on_page(web: WebAccess, action: Callable[[Any], Any]) -> str:
+    """``action`` run on the page of the run in progress, in the browser's thread."""
+    return web.browser.call(current_run_id(), action)
+
+
+def _web_search_tool(web: WebAccess) -> Tool:
     def web_search(query: str, max_results: int = 5) -> str:
         # a search page holds at most 10 hits, as a real engine's does: asking for more
         # gets 10, not a failed call (small models write max_results 250)
@@ -189,6 +199,25 @@ def make_web_tools(web: WebAccess) -> list[Tool]:
         return "\n".join(
             f"{i}. {h.title}\n   {h.url}\n   {h.snippet}" for i, h in enumerate(hits, 1)
         )
+
+    return Tool(
+        "web_search",
+        "Use this tool to search the web for titles, links and snippets, first when you "
+        "do not know which page has the answer; snippets often contain prices, ratings or "
+        "dates. Do NOT use it to read a page you already have a link to.",
+        _schema(
+            {
+                "query": text_parameter("what to look for", minLength=1),
+                "max_results": count_parameter("at most 10 are returned"),
+            },
+            ["query"],
+        ),
+        web_search,
+    )
+
+
+def _web_browser_tool(web: WebAccess) -> Tool:
+    chars = web.page_chars
 
     def web_browser(url: str) -> str:
         run_id = current_run_id()
@@ -209,65 +238,37 @@ def make_web_tools(web: WebAccess) -> list[Tool]:
 
         return web.browser.call(run_id, go)
 
-    def web_interaction(action: str, target: str, value: str | None = None) -> str:
-        async def act(page: Any) -> str:
-            if not page.url.startswith("http"):
-                raise ToolError("no page is open yet; open one with web_browser first")
-            element = await _locate(page, target)
-            with _Navigation(page) as nav:
-                try:
-                    if action == "click":
-                        await element.click()
-                    elif action == "fill":
-                        await element.fill(_need(value, action))
-                    elif action == "select":
-                        await _select(element, _need(value, action))
-                    elif action == "check":
-                        await element.check()
-                    elif action == "uncheck":
-                        await element.uncheck()
-                except ToolError:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - Playwright refused the action
-                    raise ToolError(
-                        f"could not {action} {target!r}: {str(exc).splitlines()[0]}"
-                    ) from None
-                await nav.settle(timeout, 0.0)
-            return await snapshot_page(page, chars)
+    return Tool(
+        "web_browser",
+        "Use this tool to open a URL or path in the browser and read the page: its text "
+        "and numbered links, form fields and buttons. Do NOT use it to click buttons or "
+        "fill forms (use web_interaction).",
+        _schema({"url": text_parameter("URL or path", minLength=1)}, ["url"]),
+        web_browser,
+    )
 
-        return on_page(act)
 
-    def keyboard_interaction(
-        keys: str | None = None, text: str | None = None, target: str | None = None
-    ) -> str:
-        if not keys and not text:
-            raise ToolError("give text to type, keys to press, or both")
-
-        async def press(page: Any) -> str:
-            if not page.url.startswith("http"):
-                raise ToolError("no page is open yet; open one with web_browser first")
-            if target:
-                await (await _locate(page, target)).focus()
-            with _Navigation(page) as nav:
-                try:
-                    if text:
-                        await page.keyboard.type(text)
-                    for key in (keys or "").replace(",", " ").split():
-                        await page.keyboard.press(key)
-                except Exception as exc:  # noqa: BLE001 - e.g. an unknown key name
-                    raise ToolError(f"keyboard input failed: {str(exc).splitlines()[0]}") from None
-                pressed = (keys or "").replace(",", " ").split()
-                submits = any(k.lower() in ("enter", "numpadenter") for k in pressed)
-                await nav.settle(timeout, nav.SUBMIT_START_S if submits else nav.START_S)
-            return await snapshot_page(page, chars)
-
-        return on_page(press)
+def _requests_get_tool(web: WebAccess) -> Tool:
+    chars = web.page_chars
 
     def requests_get(url: str) -> str:
         absolute = web.resolve(url)
         response = web.fetcher().get(absolute)
         kind = response.headers.get("content-type", "unknown")
         return _truncate(f"HTTP {response.status_code} ({kind})\n\n{response.text}", chars)
+
+    return Tool(
+        "requests_get",
+        "Use this tool to fetch a URL with a plain HTTP GET and get the raw response body "
+        "(HTML, JSON or text), e.g. for APIs and raw files. Do NOT use it for pages you "
+        "need to click through.",
+        _schema({"url": text_parameter(minLength=1)}, ["url"]),
+        requests_get,
+    )
+
+
+def _beautifulsoup_scraper_tool(web: WebAccess) -> Tool:
+    chars = web.page_chars
 
     def beautifulsoup_scraper(
         url: str, selector: str | None = None, attribute: str | None = None
@@ -300,97 +301,118 @@ def make_web_tools(web: WebAccess) -> list[Tool]:
             items = [el.get_text(" ", strip=True) for el in found]
         return _truncate("\n".join(f"{i}. {t}" for i, t in enumerate(items[:50], 1)), chars)
 
-    return [
-        Tool(
-            "web_search",
-            "Use this tool to search the web for titles, links and snippets, first when you "
-            "do not know which page has the answer; snippets often contain prices, ratings or "
-            "dates. Do NOT use it to read a page you already have a link to.",
-            _schema(
-                {
-                    "query": {"type": "string", "minLength": 1, "description": "what to look for"},
-                    "max_results": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "description": "at most 10 are returned",
-                    },
-                },
-                ["query"],
-            ),
-            web_search,
+    return Tool(
+        "beautifulsoup_scraper",
+        "Use this tool to pull data out of a web page: its readable text and links, or "
+        "only the elements matching a CSS selector (optionally one attribute of them). "
+        "Do NOT use it to click or fill forms.",
+        _schema(
+            {
+                "url": text_parameter(minLength=1),
+                "selector": text_parameter("CSS selector, e.g. '.price'"),
+                "attribute": text_parameter("e.g. 'href'"),
+            },
+            ["url"],
         ),
-        Tool(
-            "web_browser",
-            "Use this tool to open a URL or path in the browser and read the page: its text "
-            "and numbered links, form fields and buttons. Do NOT use it to click buttons or "
-            "fill forms (use web_interaction).",
-            _schema(
-                {"url": {"type": "string", "minLength": 1, "description": "URL or path"}}, ["url"]
-            ),
-            web_browser,
+        beautifulsoup_scraper,
+    )
+
+
+def _web_interaction_tool(web: WebAccess) -> Tool:
+    chars = web.page_chars
+    timeout = web.browser.options.action_timeout_s
+
+    def web_interaction(action: str, target: str, value: str | None = None) -> str:
+        async def act(page: Any) -> str:
+            if not page.url.startswith("http"):
+                raise ToolError("no page is open yet; open one with web_browser first")
+            element = await _locate(page, target)
+            with _Navigation(page) as nav:
+                try:
+                    if action == "click":
+                        await element.click()
+                    elif action == "fill":
+                        await element.fill(_need(value, action))
+                    elif action == "select":
+                        await _select(element, _need(value, action))
+                    elif action == "check":
+                        await element.check()
+                    elif action == "uncheck":
+                        await element.uncheck()
+                except ToolError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - Playwright refused the action
+                    raise ToolError(
+                        f"could not {action} {target!r}: {str(exc).splitlines()[0]}"
+                    ) from None
+                await nav.settle(timeout, 0.0)
+            return await snapshot_page(page, chars)
+
+        return _on_page(web, act)
+
+    return Tool(
+        "web_interaction",
+        "Use this tool to act on the page open in the browser: click a link or button, "
+        "fill a text field, select an option, check a box. Target an element by its "
+        "[number] from the page listing, its label or its text. Do NOT use it before "
+        "web_browser has opened a page.",
+        _schema(
+            {
+                "action": text_parameter(enum=["click", "fill", "select", "check", "uncheck"]),
+                "target": text_parameter("[number], label or text", minLength=1),
+                "value": text_parameter("text to fill or option to select"),
+            },
+            ["action", "target"],
         ),
-        Tool(
-            "requests_get",
-            "Use this tool to fetch a URL with a plain HTTP GET and get the raw response body "
-            "(HTML, JSON or text), e.g. for APIs and raw files. Do NOT use it for pages you "
-            "need to click through.",
-            _schema({"url": {"type": "string", "minLength": 1}}, ["url"]),
-            requests_get,
+        web_interaction,
+    )
+
+
+def _keyboard_interaction_tool(web: WebAccess) -> Tool:
+    chars = web.page_chars
+    timeout = web.browser.options.action_timeout_s
+
+    def keyboard_interaction(
+        keys: str | None = None, text: str | None = None, target: str | None = None
+    ) -> str:
+        if not keys and not text:
+            raise ToolError("give text to type, keys to press, or both")
+
+        async def press(page: Any) -> str:
+            if not page.url.startswith("http"):
+                raise ToolError("no page is open yet; open one with web_browser first")
+            if target:
+                await (await _locate(page, target)).focus()
+            with _Navigation(page) as nav:
+                try:
+                    if text:
+                        await page.keyboard.type(text)
+                    for key in (keys or "").replace(",", " ").split():
+                        await page.keyboard.press(key)
+                except Exception as exc:  # noqa: BLE001 - e.g. an unknown key name
+                    raise ToolError(f"keyboard input failed: {str(exc).splitlines()[0]}") from None
+                pressed = (keys or "").replace(",", " ").split()
+                submits = any(k.lower() in ("enter", "numpadenter") for k in pressed)
+                await nav.settle(timeout, nav.SUBMIT_START_S if submits else nav.START_S)
+            return await snapshot_page(page, chars)
+
+        return _on_page(web, press)
+
+    return Tool(
+        "keyboard_interaction",
+        "Use this tool to type text and press keys (Enter, Tab, ArrowDown, Control+A) in "
+        "the page open in the browser, optionally into a target field first, e.g. to "
+        "submit a search with Enter. Do NOT use it to open URLs.",
+        _schema(
+            {
+                "keys": text_parameter("keys to press, e.g. 'Enter'"),
+                "text": text_parameter("text to type"),
+                "target": text_parameter("[number] or label to focus first"),
+            },
+            [],
         ),
-        Tool(
-            "beautifulsoup_scraper",
-            "Use this tool to pull data out of a web page: its readable text and links, or "
-            "only the elements matching a CSS selector (optionally one attribute of them). "
-            "Do NOT use it to click or fill forms.",
-            _schema(
-                {
-                    "url": {"type": "string", "minLength": 1},
-                    "selector": {"type": "string", "description": "CSS selector, e.g. '.price'"},
-                    "attribute": {"type": "string", "description": "e.g. 'href'"},
-                },
-                ["url"],
-            ),
-            beautifulsoup_scraper,
-        ),
-        Tool(
-            "web_interaction",
-            "Use this tool to act on the page open in the browser: click a link or button, "
-            "fill a text field, select an option, check a box. Target an element by its "
-            "[number] from the page listing, its label or its text. Do NOT use it before "
-            "web_browser has opened a page.",
-            _schema(
-                {
-                    "action": {
-                        "type": "string",
-                        "enum": ["click", "fill", "select", "check", "uncheck"],
-                    },
-                    "target": {
-                        "type": "string",
-                        "minLength": 1,
-                        "description": "[number], label or text",
-                    },
-                    "value": {"type": "string", "description": "text to fill or option to select"},
-                },
-                ["action", "target"],
-            ),
-            web_interaction,
-        ),
-        Tool(
-            "keyboard_interaction",
-            "Use this tool to type text and press keys (Enter, Tab, ArrowDown, Control+A) in "
-            "the page open in the browser, optionally into a target field first, e.g. to "
-            "submit a search with Enter. Do NOT use it to open URLs.",
-            _schema(
-                {
-                    "keys": {"type": "string", "description": "keys to press, e.g. 'Enter'"},
-                    "text": {"type": "string", "description": "text to type"},
-                    "target": {"type": "string", "description": "[number] or label to focus first"},
-                },
-                [],
-            ),
-            keyboard_interaction,
-        ),
-    ]
+        keyboard_interaction,
+    )
 
 
 def _need(value: str | None, action: str) -> str:

@@ -1,8 +1,10 @@
 """The offline web sandbox: self-hosted sites and the API mimics, served on loopback.
 
 :func:`mastif.web.app.build_app` makes the Starlette app (ShopSphere, StayFinder, CityPulse
-and the LoopSearch engine), :class:`mastif.web.server.SandboxServer` serves it for the length
-of a benchmark, and :mod:`mastif.web.store` keeps each run's session state, which a task's
-success check (:mod:`mastif.tasks.checks`) reads. Imports only :mod:`mastif.core`; this
-package's ``__init__`` imports nothing, so reading the state's shape does not load Starlette.
+and the LoopSearch engine, one module each in :mod:`mastif.web.sites`; the knowledge API
+mimics are in :mod:`mastif.web.mimics`), :class:`mastif.web.server.SandboxServer` serves
+it for the length of a benchmark, and :mod:`mastif.web.store` keeps each run's session
+state, which a task's success check (:mod:`mastif.tasks.checks`) reads. Imports only
+:mod:`mastif.core`; this package's ``__init__`` imports nothing, so reading the state's
+shape does not load Starlette.
 """

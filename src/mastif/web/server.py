@@ -17,19 +17,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
-from mastif.core.server import HOST, ServerThread
+from mastif.core.server import HOST, ServerThread, StartStop
 from mastif.web.app import build_app
 from mastif.web.search import SearchDocument
 from mastif.web.store import SessionStore
 
 
-class SandboxServer:
+class SandboxServer(StartStop):
     """Context manager running :func:`~mastif.web.app.build_app` on ``127.0.0.1:0``.
 
     ``app`` may be passed to serve an app built elsewhere (it must carry
@@ -96,7 +95,7 @@ class SandboxServer:
     def running(self) -> bool:
         return self._server is not None and self._server.running
 
-    def start(self) -> SandboxServer:
+    def start(self) -> SandboxServer:  # type: ignore[override]
         if self._server is not None:
             raise RuntimeError("the sandbox server was already started")
         # h11: the sandbox's pages are small; its parser is the one every client meets
@@ -115,14 +114,3 @@ class SandboxServer:
         if self._server is not None:
             self._server.stop()
         self._port = None
-
-    def __enter__(self) -> SandboxServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

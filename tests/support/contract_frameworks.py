@@ -1,0 +1,59 @@
+"""The frameworks the contract tests run on: mastif's own, or the ones named in
+``MASTIF_TEST_FRAMEWORKS`` (comma-separated), so a plugin's author runs the same contract
+on an installed plugin: ``MASTIF_TEST_FRAMEWORKS=myframework pytest tests/frameworks/test_workflow.py``."""
+
+from __future__ import annotations
+
+import os
+
+from mastif.frameworks import FRAMEWORKS
+
+CONTRACT_FRAMEWORKS: tuple[str, ...] = (
+    tuple(n.strip() for n in os.environ.get("MASTIF_TEST_FRAMEWORKS", "").split(",") if n.strip())
+    or FRAMEWORKS
+)
+
+
+def wire_tool_name(framework: str, tool: str) -> str:
+    """The name ``framework`` offers ``tool`` under in its requests: its own naming is kept
+    (docs/frameworks.md, "One policy"), e.g. a plugin prefix."""
+    return WIRE_TOOL_NAMES.get(framework, "{tool}").format(tool=tool)
+
+
+#: each framework's own wire name of a tool, where it is not the tool's name
+WIRE_TOOL_NAMES: dict[str, str] = {
+    "semantic_kernel": "mastif_tools-{tool}",  # SK's <plugin>-<function>
+}
+
+#: what the recorded error of a call whose arguments are not valid JSON contains, where a
+#: framework's own handling differs from refusing them as "not valid JSON" (None: the
+#: framework repairs such arguments itself and the call is made with what it recovered)
+INVALID_JSON_ERRORS: dict[str, str | None] = {
+    "crewai": "Failed to parse tool arguments as JSON",  # CrewAI's own refusal text
+    "semantic_kernel": "Arguments must be in JSON format",  # SK's own refusal text
+    "llamaindex": None,  # get_tool_calls_from_response repairs them (parse_partial_json)
+    "smolagents": "SyntaxError",  # handed to python_repl as its code (its one input)
+}
+
+
+def invalid_json_error(framework: str) -> str | None:
+    return INVALID_JSON_ERRORS.get(framework, "not valid JSON")
+
+
+#: frameworks that write tool results back to the model as text turns of their own instead
+#: of OpenAI ``tool`` messages (smolagents: "Observation:" / "Error:" user turns; a failed
+#: call ends its step, so the results of the reply's other calls are not shown)
+TEXT_TOOL_RESULTS: frozenset[str] = frozenset({"smolagents"})
+
+
+def results_follow_up(framework: str, requests: list[dict]) -> dict:
+    """The first request that carries tool results back to the model."""
+    if framework in TEXT_TOOL_RESULTS:
+        for r in requests:
+            users = [m for m in r["messages"] if m["role"] == "user"]
+            text = users[-1]["content"] if users else ""
+            after = text[text.rfind("interaction round") :]
+            if "interaction round" in text and ("Observation:" in after or "Error:" in after):
+                return r
+        raise AssertionError("no request carried tool results back as text")
+    return next(r for r in requests if any(m["role"] == "tool" for m in r["messages"]))
