@@ -1,4 +1,4 @@
-"""The package's layers (docs/architecture.md, "Layers"): every import points down or stays
+"""The package's layers (docs/architecture.md, "Package layout and layers"): every import points down or stays
 in its own subpackage, no two modules import each other through any chain, and no module
 reaches into another subpackage's private (``_``) names.
 
