@@ -52,17 +52,6 @@ def small_sample_reason(n_tasks: int, min_n: int) -> str | None:
     )
 
 
-def interval_label(n_tasks: int, confidence: float) -> str:
-    """What an interval over ``n_tasks`` tasks may be called: a "95% CI" from
-    :data:`MIN_TASKS_FOR_CI` tasks on, else a plain bootstrap range that says it is none."""
-    if n_tasks >= MIN_TASKS_FOR_CI:
-        return f"{confidence:.0%} CI"
-    return (
-        f"bootstrap range, not a CI ({n_tasks} tasks < {MIN_TASKS_FOR_CI}: its coverage is "
-        "far below nominal)"
-    )
-
-
 @dataclass(frozen=True)
 class GateVerdict:
     """The judge gate for one experiment: ``validated`` (False when unknown) and one

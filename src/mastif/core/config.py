@@ -9,7 +9,6 @@ typed view of an already-valid dict, so they carry no defaults of their own.
 from __future__ import annotations
 
 import copy
-import hashlib
 import ipaddress
 import os
 import string
@@ -385,7 +384,3 @@ def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: top level must be a mapping")
     return raw
-
-
-def file_sha256(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

@@ -24,8 +24,8 @@ import socket
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager, nullcontext
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, nullcontext
 from types import TracebackType
 from typing import Any, Literal, Self
 
@@ -179,13 +179,6 @@ class ServerThread(StartStop):
         if self._socket is not None:
             self._socket.close()
             self._socket = None
-
-
-@contextmanager
-def serving_in_thread(app: Any, name: str, **options: Any) -> Iterator[ServerThread]:
-    """:class:`ServerThread` as a ``with`` block."""
-    with ServerThread(app, name, **options) as server:
-        yield server
 
 
 @asynccontextmanager

@@ -113,11 +113,6 @@ def load_script(path: str | Path) -> list[Rule]:
     return _load(path)[0]
 
 
-def load_latency(path: str | Path) -> float:
-    """The script's ``latency_s`` (0 when it has none)."""
-    return _load(path)[1]
-
-
 def _load(path: str | Path) -> tuple[list[Rule], float]:
     path = Path(path)
     try:
