@@ -28,6 +28,10 @@ CONSTRUCTS: dict[str, tuple[str, str]] = {
     "semantic_kernel": ("mastif.frameworks.semantic_kernel", "workflow_process"),
     "llamaindex": ("mastif.frameworks.llamaindex", "LinearWorkflow.visit"),
     "smolagents": ("mastif.frameworks.smolagents", "SmolagentsAdapter.orchestrate"),
+    "agent_framework": ("mastif.frameworks.agent_framework", "build_workflow"),
+    "pydantic_ai": ("mastif.frameworks.pydantic_ai", "build_graph"),
+    "openai_agents": ("mastif.frameworks.openai_agents", "OpenAIAgentsAdapter.orchestrate"),
+    "haystack": ("mastif.frameworks.haystack", "build_pipeline"),
 }
 
 

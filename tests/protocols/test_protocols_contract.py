@@ -8,6 +8,7 @@ protocol's servers count on their side what reached them, and those counts are c
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import time
 
@@ -15,7 +16,12 @@ import pytest
 
 from mastif.protocols import wire
 from tests.support.contract_frameworks import CONTRACT_FRAMEWORKS as FRAMEWORKS
-from tests.support.contract_frameworks import TEXT_TOOL_RESULTS, results_follow_up, wire_tool_name
+from tests.support.contract_frameworks import (
+    TEXT_TOOL_RESULTS,
+    mcp_client_name,
+    results_follow_up,
+    wire_tool_name,
+)
 from tests.support.fakes import ScriptedChatServer, last_user_text, opens_interaction_round
 from tests.support.stackrun import run_stack
 from tests.support.workflows import hierarchical_workflow
@@ -70,8 +76,9 @@ def interact_calls_parser(payload):
 
 @pytest.mark.parametrize("protocol", ["mcp", "a2a"])
 def test_tool_calls_travel_over_the_protocol(
-    protocol, framework, fake_model_config, tmp_path, served_urls
+    protocol, framework, fake_model_config, tmp_path, served_urls, caplog
 ):
+    caplog.set_level(logging.INFO, logger="mastif.protocols.mcp")
     with ScriptedChatServer(interact_calls_parser) as srv:
         cfg = fake_model_config(srv.base_url, max_steps=1)
         cfg["protocols"], cfg["frameworks"] = [protocol], [framework]
@@ -100,6 +107,11 @@ def test_tool_calls_travel_over_the_protocol(
         # counted by the MCP server: the valid call went over MCP (the unknown name never
         # left the framework)
         assert trace.protocol_calls == 1
+        # the server logged whose client called: the framework's own MCP client
+        declared = [r.args[0] for r in caplog.records
+                    if r.name == "mastif.protocols.mcp" and "calls tools for run" in r.msg
+                    and r.args[2] == trace.run_id]  # fmt: skip
+        assert declared == [mcp_client_name(framework)]
     else:
         # counted by the agents: the task to the orchestrator, one message per node visit
         assert trace.protocol_calls == 1 + len(trace.node_outputs) == 5

@@ -33,6 +33,10 @@ INVALID_JSON_ERRORS: dict[str, str | None] = {
     "semantic_kernel": "Arguments must be in JSON format",  # SK's own refusal text
     "llamaindex": None,  # get_tool_calls_from_response repairs them (parse_partial_json)
     "smolagents": "SyntaxError",  # handed to python_repl as its code (its one input)
+    "agent_framework": "Argument parsing failed",  # {"raw": text} fails the schema check
+    "openai_agents": "Invalid JSON input for tool",  # the Agents SDK's own refusal text
+    "pydantic_ai": "Invalid JSON",  # Pydantic AI's validation error (json_invalid) retry text
+    "haystack": "malformed JSON string",  # OpenAIChatGenerator drops the call (its warning)
 }
 
 
@@ -57,3 +61,12 @@ def results_follow_up(framework: str, requests: list[dict]) -> dict:
                 return r
         raise AssertionError("no request carried tool results back as text")
     return next(r for r in requests if any(m["role"] == "tool" for m in r["messages"]))
+
+
+#: the ``clientInfo`` name each framework's own MCP client declares in ``initialize``, where
+#: it is not the MCP SDK's default ("mcp"): the MCP server logs it for every run
+MCP_CLIENT_NAMES: dict[str, str] = {}
+
+
+def mcp_client_name(framework: str) -> str:
+    return MCP_CLIENT_NAMES.get(framework, "mcp")

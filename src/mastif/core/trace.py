@@ -194,6 +194,13 @@ class RunTrace:
     llama_index_llms_openai_like_version: str | None = None
     llama_index_tools_mcp_version: str | None = None
     smolagents_version: str | None = None
+    agent_framework_core_version: str | None = None
+    agent_framework_openai_version: str | None = None
+    pydantic_ai_slim_version: str | None = None
+    pydantic_graph_version: str | None = None
+    openai_agents_version: str | None = None
+    haystack_ai_version: str | None = None
+    mcp_haystack_version: str | None = None
     mcp_version: str | None = None
     a2a_sdk_version: str | None = None
     openai_version: str | None = None
@@ -379,6 +386,13 @@ RUN_SCHEMA = pa.schema(
         ("llama_index_llms_openai_like_version", pa.string()),
         ("llama_index_tools_mcp_version", pa.string()),
         ("smolagents_version", pa.string()),
+        ("agent_framework_core_version", pa.string()),
+        ("agent_framework_openai_version", pa.string()),
+        ("pydantic_ai_slim_version", pa.string()),
+        ("pydantic_graph_version", pa.string()),
+        ("openai_agents_version", pa.string()),
+        ("haystack_ai_version", pa.string()),
+        ("mcp_haystack_version", pa.string()),
         ("mcp_version", pa.string()),
         ("a2a_sdk_version", pa.string()),
         ("openai_version", pa.string()),

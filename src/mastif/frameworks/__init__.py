@@ -23,8 +23,11 @@ ENTRY_POINT_GROUP = "mastif.frameworks"
 
 #: the frameworks mastif ships: every contract test runs on each of them (plugins are
 #: checked by their own tests). The seed paper's four are the default grid
-#: (config/config.yaml); config/experiments/frameworks6.yaml runs all six.
-FRAMEWORKS = ("langgraph", "langchain", "crewai", "semantic_kernel", "llamaindex", "smolagents")
+#: (config/config.yaml); config/experiments/frameworks10.yaml runs all ten.
+FRAMEWORKS = (
+    "langgraph", "langchain", "crewai", "semantic_kernel", "llamaindex", "smolagents",
+    "agent_framework", "pydantic_ai", "openai_agents", "haystack",
+)  # fmt: skip
 PAPER_FRAMEWORKS = FRAMEWORKS[:4]
 
 

@@ -26,6 +26,13 @@ every framework's MCP client passes through), so ``exchange_s - inner_s`` is wha
 the run, defined and measured as for A2A (:mod:`mastif.protocols.wire`). Every call, also of an unknown
 tool or with bad arguments, is reported to the ``on_call`` hook.
 
+Whose client called. Every ``tools/call`` is attributed to the identity the calling
+session's client declared in its ``initialize`` (``clientInfo``: name and version), kept
+per run (:meth:`McpToolServer.clients_of`) and logged by the server the first time a client
+calls for a run ("MCP client 'mcp' 0.1.0 calls tools for run ..."), so a job's log shows
+that each framework's own MCP client made its calls (docs/frameworks.md lists what each
+one declares).
+
 Transport choices: stateful sessions with server-sent-event responses, the SDK's defaults
 and what MCP servers in the wild do, so the measured protocol cost includes the session
 handshake (``initialize``), the session's GET notification stream, the session DELETE and
@@ -128,6 +135,8 @@ class McpToolServer(ProtocolServer):
         self._tools = {t.name: t for t in tools}
         self._on_call = on_call
         self._calls: Counter[str] = Counter()
+        #: run id -> (client name, client version) -> tools/call requests of that client
+        self._clients: dict[str, Counter[tuple[str, str]]] = {}
         self._specs = [
             types.Tool(name=t.name, description=t.description, inputSchema=t.parameters)
             for t in tools
@@ -169,6 +178,11 @@ class McpToolServer(ProtocolServer):
         kept after :meth:`pop_stats`)."""
         return self._calls.get(run_id, 0)
 
+    def clients_of(self, run_id: str) -> dict[tuple[str, str], int]:
+        """(name, version) each MCP client that called tools for ``run_id`` declared in its
+        ``initialize``, with its ``tools/call`` count."""
+        return dict(self._clients.get(run_id, {}))
+
     # ------------------------------------------------------------- MCP handlers
 
     async def _list_tools(self) -> list[types.Tool]:
@@ -177,6 +191,7 @@ class McpToolServer(ProtocolServer):
     async def _call_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         run_id, node = self._current_run()
         self._calls[run_id] += 1
+        self._count_client(run_id)
         tool = self._tools.get(name)
         if tool is None:
             result = ToolResult(False, "", f"unknown tool {name!r}; offered: {sorted(self._tools)}")
@@ -196,6 +211,23 @@ class McpToolServer(ProtocolServer):
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)], isError=not result.ok
         )
+
+    def _count_client(self, run_id: str) -> None:
+        """Count the call for the client identity its session declared; log a new one with
+        what else the client declared (protocol version, capabilities), which tells SDK
+        clients that keep the SDK's default name apart."""
+        params = self._server.request_context.session.client_params
+        info = params.clientInfo if params is not None else None
+        client = (info.name, info.version) if info is not None else ("(undeclared)", "")
+        seen = self._clients.setdefault(run_id, Counter())
+        if client not in seen:
+            caps = params.capabilities.model_dump(exclude_none=True) if params else {}
+            log.info(
+                "MCP client %r %s calls tools for run %s (protocol %s, capabilities: %s)",
+                client[0], client[1], run_id,
+                params.protocolVersion if params else "?", ", ".join(sorted(caps)) or "none",
+            )  # fmt: skip
+        seen[client] += 1
 
     def _current_run(self) -> tuple[str, str]:
         """(run_id, node) of the HTTP request that carried the message being handled."""
