@@ -149,8 +149,8 @@ test: setup
 test-fast: setup
 	$(BIN)/python -m pytest -m "not slow" -n $(TEST_WORKERS)
 
-# every framework under every protocol on the real model (make test runs LlamaIndex and
-# smolagents under standard only): ~5 more minutes
+# every framework under every protocol on the real model (make test runs the six beyond the
+# paper's four under standard only): ~8 more minutes
 test-real-all: setup
 	MASTIF_REAL_ALL=1 $(BIN)/python -m pytest tests/frameworks/test_frameworks_real.py
 

@@ -25,10 +25,10 @@ pytestmark = pytest.mark.xdist_group("smollm2_server")
 
 
 def _cells() -> list[object]:
-    """Every framework under every protocol; LlamaIndex and smolagents under mcp and a2a
+    """Every framework under every protocol; the six beyond the paper's four under mcp and a2a
     only with MASTIF_REAL_ALL=1 (`make test-real-all`): their protocol mechanics are the
-    scripted contract's (tests/protocols/test_protocols_contract.py), and four more cells on the
-    real model would take the suite's longest worker past the 15-minute budget."""
+    scripted contract's (tests/protocols/test_protocols_contract.py), and their cells on the
+    real model would take the suite's longest worker past the 15-minute budget: twelve more."""
     everything = os.environ.get("MASTIF_REAL_ALL") == "1"
     cells = []
     for framework in FRAMEWORKS:

@@ -219,8 +219,12 @@ def test_mcp_tools_come_from_mcp_haystack_on_the_runs_timed_client(
     (call,) = trace.tool_calls
     assert call.name == "json_parser" and call.ok and call.output == "7"
     assert trace.wall_protocol_s is not None and trace.wall_protocol_s > 0
-    declared = [r.args[:2] for r in caplog.records if "calls tools for run" in str(r.msg)]
-    assert declared == [("mcp", "0.1.0")]
+    # the server's line for the run: the SDK's default identity, one session for the run
+    (line,) = [r.getMessage() for r in caplog.records
+               if r.getMessage().startswith(f"MCP run {trace.run_id}: ")]  # fmt: skip
+    assert "client 'mcp' 0.1.0 " in line and line.endswith(
+        ": 1 session, 1 tools/list, 1 tools/call"
+    )
     follow_up = next(r for r in srv.requests if any(m["role"] == "tool" for m in r["messages"]))
     (result,) = [m["content"] for m in follow_up["messages"] if m["role"] == "tool"]
     assert json.loads(result)["content"][0]["text"] == "7"

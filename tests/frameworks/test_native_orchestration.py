@@ -1,9 +1,11 @@
 """Every built-in framework's own construct drives the linear workflow, under every
-protocol (issue 19, items 1 and 2): a scripted model that says CONTINUE twice and then
-TASK COMPLETE yields the expected node sequence, the framework's workflow object (graph,
-runnable, Flow, SK process, LlamaIndex Workflow; smolagents: the adapter's own loop, see
-docs/frameworks.md) is built once per run and is what ran it, and mastif's own drivers
-(``drive_workflow``, ``run_linear``) are never used. Under ``a2a`` that construct's node
+protocol (issues 19 and 40): a scripted model that says CONTINUE twice and then TASK
+COMPLETE yields the expected node sequence, the framework's workflow object (graph,
+runnable, Flow, SK process, LlamaIndex Workflow, Agent Framework workflow, pydantic-graph
+Graph, Haystack Pipeline) is built once per run and is what ran it, and mastif's own
+drivers (``drive_workflow``, ``run_linear``) are never used. smolagents and the OpenAI
+Agents SDK have no workflow construct: their ``orchestrate`` (called once) chains the nodes
+in plain code with ``run_linear`` (docs/frameworks.md). Under ``a2a`` that construct's node
 steps are A2A requests to the node agents; building it is set-up time, apart from the
 agents' work."""
 
@@ -33,6 +35,11 @@ CONSTRUCTS: dict[str, tuple[str, str]] = {
     "openai_agents": ("mastif.frameworks.openai_agents", "OpenAIAgentsAdapter.orchestrate"),
     "haystack": ("mastif.frameworks.haystack", "build_pipeline"),
 }
+
+
+#: frameworks without a workflow construct: their adapter's ``orchestrate`` chains the nodes
+#: in plain code, mastif's one chain (``orchestration.run_linear``), as their users would
+PLAIN_CODE = frozenset({"smolagents", "openai_agents"})
 
 
 def respond(payload: dict[str, Any]) -> dict[str, Any]:
@@ -68,9 +75,10 @@ def refuse(name: str):  # type: ignore[no-untyped-def]
 def test_the_frameworks_construct_drives_the_loop(
     tmp_path, fake_model_config, monkeypatch, framework, protocol
 ):
-    monkeypatch.setattr(workflow, "drive_workflow", refuse("drive_workflow"))
-    monkeypatch.setattr(orchestration, "drive_workflow", refuse("drive_workflow"))
-    monkeypatch.setattr(orchestration, "run_linear", refuse("run_linear"))
+    if framework not in PLAIN_CODE:
+        monkeypatch.setattr(workflow, "drive_workflow", refuse("drive_workflow"))
+        monkeypatch.setattr(orchestration, "drive_workflow", refuse("drive_workflow"))
+        monkeypatch.setattr(orchestration, "run_linear", refuse("run_linear"))
     module_name, path = CONSTRUCTS[framework]
     calls: list[Any] = []
     spy(monkeypatch, module_name, path, calls)

@@ -36,6 +36,7 @@ INVITATIONS = {
 }
 
 _events: list[tuple[str, str]] = []
+PROTOCOLS = ("standard", "mcp", "a2a")
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
@@ -74,7 +75,7 @@ def main(out: str, frameworks: list[str]) -> None:
     base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     with ScriptedChatServer(respond) as srv, tempfile.TemporaryDirectory() as tmp:
         for framework in frameworks:
-            for protocol in ("standard", "mcp", "a2a"):
+            for protocol in PROTOCOLS:
                 cfg = copy.deepcopy(base)
                 cfg["models"]["fake"] = {"provider": "openai_compatible", "model": "fake-model",
                                          "base_url": srv.base_url}  # fmt: skip

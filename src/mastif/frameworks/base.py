@@ -270,14 +270,19 @@ class RunContext:
         """A call the protocol's tool server ran for this run (server-side record)."""
         self.recorder.tool_call(self.node, self.step, name, arguments, result)
 
-    async def call_tool(self, node: str, step: int, name: str, arguments: Any) -> ToolResult:
+    async def call_tool(
+        self, node: str, step: int, name: str, arguments: Any, issued: int | None = None
+    ) -> ToolResult:
         """Call a tool through the protocol and record the call, whatever its outcome.
 
         Adapters route every tool call the model makes through here, with the arguments
         as the model produced them. Arguments that are not a JSON object (text the
-        framework could not parse) are a failed call, recorded as such.
+        framework could not parse) are a failed call, recorded as such. ``issued``: the
+        place the adapter reserved for the call (``recorder.issue()``) when the model's
+        reply arrived, where the framework starts a reply's calls in an order of its own.
         """
-        issued = self.recorder.issue()  # its place: calls of a turn may finish in any order
+        if issued is None:
+            issued = self.recorder.issue()  # its place: calls of a turn may finish in any order
         if isinstance(arguments, dict):
             result = await self.tools.call(name, arguments, self.run_id)
         else:

@@ -10,9 +10,9 @@ observer's text, then report) without letting the model choose the order. A hand
 carries the whole conversation on to the next agent, where the contract gives every node a
 fresh prompt rendered from the run's history, and forcing one (``tool_choice`` naming the
 handoff tool) costs a model call per hand-over whose only output is the hand-over itself.
-So no handoff is used: the adapter drives the node sequence itself with a small loop
-(:meth:`OpenAIAgentsAdapter.orchestrate`, the rules of
-:func:`mastif.frameworks.plan.drive_workflow`), and each node visit is one
+So no handoff is used: the adapter chains the node sequence in plain code
+(:meth:`OpenAIAgentsAdapter.orchestrate`: :func:`mastif.frameworks.orchestration.run_linear`),
+and each node visit is one
 ``Runner.run(agent, prompt, max_turns=...)`` -- the SDK's own agent loop (model call, tool
 calls, tool results, next turn, until the model answers in text). One ``Agent`` per
 workflow node, each with its own ``OpenAIChatCompletionsModel`` at the node's gateway URL,
@@ -111,7 +111,7 @@ from openai.types.responses import ResponseFunctionToolCall
 
 from mastif.frameworks.base import Dispatch, RunContext
 from mastif.frameworks.mcp_transport import streamable_http
-from mastif.frameworks.orchestration import visit_node as render_and_visit
+from mastif.frameworks.orchestration import run_linear
 from mastif.frameworks.plan import PlannedNode
 from mastif.tools import ToolResult
 
@@ -265,11 +265,7 @@ def local_tool(run: _Run, spec: Any) -> FunctionTool:
             run.record_refusal(context.tool_call_id, name, str(error))
             return default_tool_error_function(context, error)
         place = visit.calls.get(context.tool_call_id, (None, ""))[0]
-        if place is None:
-            result = await ctx.call_tool(visit.node.name, visit.step, name, arguments)
-        else:
-            result = await ctx.tools.call(name, arguments, ctx.run_id)
-            ctx.recorder.tool_call(visit.node.name, visit.step, name, arguments, result, place)
+        result = await ctx.call_tool(visit.node.name, visit.step, name, arguments, place)
         # a failure reads as the tool's error text, as an MCP server's isError result does
         return result.output if result.ok else (result.error or "")
 
@@ -394,29 +390,11 @@ class OpenAIAgentsAdapter:
         """The node sequence, each visit handed to ``dispatch`` (in :meth:`run` the node's
         agent; under ``a2a`` an A2A request to the node's agent). The SDK cannot express the
         fixed sequence with a bounded loop (handoffs let the model choose; see the module
-        docstring), so this is the adapter's own loop: the nodes before the loop once, the
-        loop nodes in order for up to max_steps rounds (stop_when ends it at once), then
-        the nodes after it."""
-        plan = ctx.plan
-
-        async def execute(node: PlannedNode, step: int) -> str:
-            # the prompt from the run's history, the visit, its output recorded
-            return await render_and_visit(ctx, dispatch, node, step)
-
-        for node in plan.before:
-            await execute(node, 1)
-        stopped = False
-        for step in range(1, plan.max_steps + 1 if plan.loop else 1):
-            for node in plan.loop:
-                if node.stops_loop(await execute(node, step)):
-                    stopped = True
-                    break
-            if stopped:
-                break
-        for node in plan.after:
-            await execute(node, 1)
-        outputs = ctx.recorder.node_outputs
-        return outputs[-1].text if outputs else ""
+        docstring), so the nodes are chained in plain code, as the SDK's own docs chain agents
+        ("orchestrating via code"): mastif's one plain-code chain (``run_linear``: the nodes
+        before the loop once, the loop nodes in order for up to max_steps rounds, stop_when
+        ending it at once, then the nodes after it)."""
+        return await run_linear(ctx, dispatch)
 
     async def run_node(self, ctx: RunContext, node: PlannedNode, step: int, prompt: str) -> str:
         """One visit of ``node`` with the given prompt (for orchestrators): one run of the

@@ -5,8 +5,8 @@ whose model decides, call by call, which sub-agent to hand a request to. It cann
 a fixed node sequence with a bounded loop (navigate, then observe and interact for up to
 ``max_steps`` rounds, leaving when ``stop_when`` matches, then report) without letting the
 model choose the order and without extra model calls for the manager. So the adapter
-drives the node sequence itself with a small loop (:meth:`SmolagentsAdapter.run`, the same
-rules as :func:`mastif.frameworks.plan.drive_workflow`), and each node visit is one
+chains the node sequence in plain code (:meth:`SmolagentsAdapter.orchestrate`:
+:func:`mastif.frameworks.orchestration.run_linear`), and each node visit is one
 ``ToolCallingAgent.run`` -- smolagents' own step loop (``MultiStepAgent._run_stream``):
 model call, tool calls, observation, next step, until a final answer or ``max_steps``.
 One agent per workflow node, each with its own ``OpenAIModel`` at the node's gateway URL,
@@ -93,7 +93,7 @@ from smolagents.utils import AgentError, AgentGenerationError
 from mastif.core.provenance import PrivateMember, private_members_of
 from mastif.frameworks.base import Dispatch, RunContext
 from mastif.frameworks.mcp_transport import streamable_http
-from mastif.frameworks.orchestration import visit_node as render_and_visit
+from mastif.frameworks.orchestration import run_linear
 from mastif.frameworks.plan import PlannedNode
 from mastif.frameworks.smolagents_tools import (
     GatewayTool,
@@ -465,29 +465,11 @@ class SmolagentsAdapter:
     async def orchestrate(self, ctx: RunContext, dispatch: Dispatch) -> str:
         """The node sequence, each visit handed to ``dispatch`` (in :meth:`run` the node's
         agent; under ``a2a`` an A2A request to the node's agent). smolagents cannot express
-        the fixed sequence with a bounded loop (see the module docstring), so this is the
-        adapter's own loop: the nodes before the loop once, the loop nodes in order for up
-        to max_steps rounds (stop_when ends it at once), then the nodes after it."""
-        plan = ctx.plan
-
-        async def execute(node: PlannedNode, step: int) -> str:
-            # the prompt from the run's history, the visit, its output recorded
-            return await render_and_visit(ctx, dispatch, node, step)
-
-        for node in plan.before:
-            await execute(node, 1)
-        stopped = False
-        for step in range(1, plan.max_steps + 1 if plan.loop else 1):
-            for node in plan.loop:
-                if node.stops_loop(await execute(node, step)):
-                    stopped = True
-                    break
-            if stopped:
-                break
-        for node in plan.after:
-            await execute(node, 1)
-        outputs = ctx.recorder.node_outputs
-        return outputs[-1].text if outputs else ""
+        the fixed sequence with a bounded loop (see the module docstring), so the nodes are
+        chained in plain code, as a smolagents user would: mastif's one plain-code chain
+        (``run_linear``: the nodes before the loop once, the loop nodes in order for up to
+        max_steps rounds, stop_when ending it at once, then the nodes after it)."""
+        return await run_linear(ctx, dispatch)
 
     async def run_node(self, ctx: RunContext, node: PlannedNode, step: int, prompt: str) -> str:
         """One visit of ``node`` with the given prompt (for orchestrators): one run of the

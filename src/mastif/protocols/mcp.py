@@ -26,29 +26,26 @@ every framework's MCP client passes through), so ``exchange_s - inner_s`` is wha
 the run, defined and measured as for A2A (:mod:`mastif.protocols.wire`). Every call, also of an unknown
 tool or with bad arguments, is reported to the ``on_call`` hook.
 
-Whose client called. Every ``tools/call`` is attributed to the identity the calling
-session's client declared in its ``initialize`` (``clientInfo``: name and version), kept
-per run (:meth:`McpToolServer.clients_of`) and logged by the server the first time a client
-calls for a run ("MCP client 'mcp' 0.1.0 calls tools for run ..."), so a job's log shows
-that each framework's own MCP client made its calls (docs/frameworks.md lists what each
-one declares).
-
-Transport choices: stateful sessions with server-sent-event responses, the SDK's defaults
-and what MCP servers in the wild do, so the measured protocol cost includes the session
-handshake (``initialize``), the session's GET notification stream, the session DELETE and
-SSE framing. Inputs are not validated by the SDK: ``Tool.invoke`` validates them and
-returns a failed result, so a schema violation is a recorded failed tool call, exactly as
-under the standard protocol, not a rejection before the tool.
+Whose client called. The server keeps, per run, what the MCP clients that called for it
+declared in their ``initialize`` (``clientInfo`` name and version, protocol version,
+capabilities) and how they behaved (sessions, ``tools/list`` and ``tools/call`` requests),
+and logs it in one line when the run's counts are taken (:meth:`McpToolServer.pop_stats`):
+"MCP run ...: client 'mcp' 0.1.0 (protocol 2025-11-25, capabilities: none): 1 session,
+1 tools/list, 2 tools/call". Every framework's MCP client declares the SDK's default name,
+so what tells them apart in a job's log is the rest (docs/frameworks.md); the counts are
+also kept for tests (:meth:`McpToolServer.clients_of`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -61,6 +58,7 @@ from mastif.protocols.wire import (
     SCOPE_KEY,
     ProtocolServer,
     Scope,
+    WireStats,
     metered_client_factory,
     scope_run,
     serve_asgi,
@@ -121,6 +119,32 @@ logging.getLogger("mcp.server.lowlevel.server").addFilter(_QuietInvalidRequests(
 logging.getLogger().addFilter(_QuietInvalidRequests())
 
 
+@dataclass
+class RunClients:
+    """What the MCP clients of one run declared in ``initialize`` and did."""
+
+    #: (client name, client version, protocol version, capabilities) -> sessions declaring it
+    declared: Counter[tuple[str, str, str, str]] = field(default_factory=Counter)
+    sessions: set[int] = field(default_factory=set)
+    lists: int = 0  # tools/list requests
+    calls: int = 0  # tools/call requests
+
+    def names(self) -> list[str]:
+        """The client names declared, one per distinct declaration."""
+        return [name for name, *_ in self.declared]
+
+    def describe(self) -> str:
+        who = "; ".join(
+            f"client {name!r} {version} (protocol {protocol}, capabilities: {caps})"
+            for name, version, protocol, caps in self.declared
+        )
+        n = len(self.sessions)
+        return (
+            f"{who}: {n} session{'s' if n != 1 else ''}, {self.lists} tools/list, "
+            f"{self.calls} tools/call"
+        )
+
+
 class McpToolServer(ProtocolServer):
     """Our tools served over MCP streamable HTTP; one per stack job.
 
@@ -135,8 +159,8 @@ class McpToolServer(ProtocolServer):
         self._tools = {t.name: t for t in tools}
         self._on_call = on_call
         self._calls: Counter[str] = Counter()
-        #: run id -> (client name, client version) -> tools/call requests of that client
-        self._clients: dict[str, Counter[tuple[str, str]]] = {}
+        #: run id -> what the MCP clients that served it declared and did
+        self._clients: dict[str, RunClients] = {}
         self._specs = [
             types.Tool(name=t.name, description=t.description, inputSchema=t.parameters)
             for t in tools
@@ -178,20 +202,29 @@ class McpToolServer(ProtocolServer):
         kept after :meth:`pop_stats`)."""
         return self._calls.get(run_id, 0)
 
-    def clients_of(self, run_id: str) -> dict[tuple[str, str], int]:
-        """(name, version) each MCP client that called tools for ``run_id`` declared in its
-        ``initialize``, with its ``tools/call`` count."""
-        return dict(self._clients.get(run_id, {}))
+    def clients_of(self, run_id: str) -> RunClients | None:
+        """What the MCP clients of ``run_id`` declared and did (until :meth:`pop_stats`)."""
+        return self._clients.get(run_id)
+
+    def pop_stats(self, run_id: str) -> WireStats:
+        """The run's wire counts, forgotten here; what its MCP clients declared and did is
+        logged (one line) and forgotten too."""
+        clients = self._clients.pop(run_id, None)
+        if clients is not None:
+            log.info("MCP run %s: %s", run_id, clients.describe())
+        return super().pop_stats(run_id)
 
     # ------------------------------------------------------------- MCP handlers
 
     async def _list_tools(self) -> list[types.Tool]:
+        with contextlib.suppress(LookupError):  # a listing outside a run's path: not ours
+            self._seen(self._current_run()[0]).lists += 1
         return self._specs
 
     async def _call_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         run_id, node = self._current_run()
         self._calls[run_id] += 1
-        self._count_client(run_id)
+        self._seen(run_id).calls += 1
         tool = self._tools.get(name)
         if tool is None:
             result = ToolResult(False, "", f"unknown tool {name!r}; offered: {sorted(self._tools)}")
@@ -212,22 +245,24 @@ class McpToolServer(ProtocolServer):
             content=[types.TextContent(type="text", text=text)], isError=not result.ok
         )
 
-    def _count_client(self, run_id: str) -> None:
-        """Count the call for the client identity its session declared; log a new one with
-        what else the client declared (protocol version, capabilities), which tells SDK
-        clients that keep the SDK's default name apart."""
-        params = self._server.request_context.session.client_params
-        info = params.clientInfo if params is not None else None
-        client = (info.name, info.version) if info is not None else ("(undeclared)", "")
-        seen = self._clients.setdefault(run_id, Counter())
-        if client not in seen:
+    def _seen(self, run_id: str) -> RunClients:
+        """The run's record, with the session of the message being handled counted."""
+        session = self._server.request_context.session
+        record = self._clients.setdefault(run_id, RunClients())
+        if id(session) not in record.sessions:
+            record.sessions.add(id(session))
+            params = session.client_params
+            info = params.clientInfo if params is not None else None
             caps = params.capabilities.model_dump(exclude_none=True) if params else {}
-            log.info(
-                "MCP client %r %s calls tools for run %s (protocol %s, capabilities: %s)",
-                client[0], client[1], run_id,
-                params.protocolVersion if params else "?", ", ".join(sorted(caps)) or "none",
-            )  # fmt: skip
-        seen[client] += 1
+            record.declared[
+                (
+                    info.name if info else "(undeclared)",
+                    info.version if info else "",
+                    params.protocolVersion if params else "?",
+                    ", ".join(sorted(caps)) or "none",
+                )
+            ] += 1
+        return record
 
     def _current_run(self) -> tuple[str, str]:
         """(run_id, node) of the HTTP request that carried the message being handled."""
