@@ -4,7 +4,7 @@ Every adapter has the same signature (``async run(ctx: RunContext) -> str``), ca
 only through the gateway URL in its context and tools only through ``ctx.call_tool``.
 
 Adapters are registered under the entry-point group :data:`ENTRY_POINT_GROUP`
-(``mastif.frameworks``): ``name = "package.module:AdapterClass"``. mastif's own six are
+(``mastif.frameworks``): ``name = "package.module:AdapterClass"``. mastif's own ten are
 registered the same way in its ``pyproject.toml``, so a user package adds a framework by
 declaring one entry point, without editing mastif (``docs/frameworks.md``, "Write your
 own"). Names are read from the installed distributions' metadata; a module is imported
