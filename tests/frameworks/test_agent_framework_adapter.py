@@ -253,6 +253,7 @@ def test_under_mcp_the_frameworks_own_mcp_tool_connects_once_per_run(
     assert all(c.ok and c.name == "datetime" for c in trace.tool_calls)
 
 
+@pytest.mark.slow
 def test_a_timed_out_run_stops_its_workflow(tmp_path, fake_model_config):
     with ScriptedChatServer(lambda p: {"content": "slow", "sleep": 2}) as srv:
         (trace,) = run_stack(
