@@ -194,6 +194,9 @@ def test_timeout_is_a_row_not_a_crash(tmp_path, fake_model_config):
     assert 0.9 < trace.wall_seconds < 2.5
 
 
+# resuming from the checkpoint is the runner's business, not a framework's: one framework is
+# enough (what a framework keeps between runs is closed with the run: test_framework_plugins)
+@pytest.mark.parametrize("framework", ["langgraph"])
 def test_checkpoint_resumes_without_redoing(tmp_path, fake_model_config):
     tasks = load_tasks("builtin")[:2]
     cfg = fake_model_config("http://unused", max_steps=1)
@@ -207,8 +210,7 @@ def test_checkpoint_resumes_without_redoing(tmp_path, fake_model_config):
     assert len(Checkpoint(tmp_path / "ckpt.jsonl").load()) == 2
 
 
-# which config a checkpointed run belongs to is the runner's business, not a framework's:
-# one framework is enough (resuming, above, runs on every one)
+# which config a checkpointed run belongs to is the runner's business, not a framework's
 @pytest.mark.parametrize("framework", ["langgraph"])
 def test_checkpoint_ignores_runs_of_another_config(tmp_path, fake_model_config):
     tasks = load_tasks("builtin")[:1]
