@@ -8,9 +8,13 @@ STAMP := $(VENV)/.mastif-installed
 CORES ?= 2
 TORCH_VERSION ?= 2.13.0
 CHROMIUM ?= /usr/bin/chromium
-# llama.cpp for the instruction sets /proc/cpuinfo lists, but never AMX: where the CPU
-# reports AMX and the sandbox kernel does not grant it, a -march=native build dies with
-# SIGILL (tilezero) on its first completion (seen on these machines). Elsewhere: native.
+# llama.cpp's server comes prebuilt in the xllamacpp wheel (requirements.lock): set-up compiles
+# nothing. `make llama-native` compiles the same llama.cpp release (the tree vendored in the
+# xllamacpp sdist, MIT) for this CPU into $(BIN)/llama-server, for options.server:
+# llama-server; measured ~1.2x faster prompts here, docs/providers.md. Its flags: the
+# instruction sets /proc/cpuinfo lists, but never AMX: where the CPU reports AMX and the
+# sandbox kernel does not grant it, a -march=native build dies with SIGILL (tilezero) on its
+# first completion (seen on these machines).
 ifeq ($(shell uname -m),x86_64)
 CPU_FLAGS := $(shell grep -m1 '^flags' /proc/cpuinfo)
 has = $(if $(filter $(1),$(CPU_FLAGS)),ON,OFF)
@@ -20,21 +24,20 @@ LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=$(call has,avx) -DGGML_AVX2=$(c
 	-DGGML_AVX512_VBMI=$(call has,avx512vbmi) -DGGML_AVX512_VNNI=$(call has,avx512_vnni) \
 	-DGGML_AVX512_BF16=$(call has,avx512_bf16)
 endif
-LLAMA_CPP_VERSION := $(shell sed -n 's/.*"llama-cpp-python\[server\]==\([0-9.]*\)".*/\1/p' pyproject.toml)
-# The compiled llama-cpp-python wheel is kept per machine, outside the repo, so a second
-# fresh clone installs it in seconds instead of compiling for ~8 min. The key covers every
-# input that changes the binary: version, exact CMake flags, Python, architecture and
-# compiler. A wheel built with other flags is never reused (the AMX lesson above).
+XLLAMACPP_VERSION := $(shell sed -n 's/.*"xllamacpp==\([0-9.]*\)".*/\1/p' pyproject.toml)
+# the sdist of that release, by its registry URL and hash (pip download would first build the
+# sdist's metadata, ~3 min); a new pin needs both from https://pypi.org/simple/xllamacpp/
+XLLAMACPP_SDIST_URL := https://files.pythonhosted.org/packages/87/62/b6dfaaf346d3d4fd0e2a2df755f2693b77673f2735da7ba0592af9d2f09e/xllamacpp-$(XLLAMACPP_VERSION).tar.gz
+XLLAMACPP_SDIST_SHA256 := c17ee1163006f70726abb9f72137830818f3d8cb60bfc34cb232d08428eaa22b
+# the compiled server is kept per machine, outside the repo, so a second clone copies it in a
+# second. The key covers every input that changes the binary: version, exact CMake flags,
+# architecture and compiler; a build with other flags is never reused (the AMX lesson above)
 MASTIF_CACHE ?= $(HOME)/.cache/mastif
-WHEEL_KEY := $(shell printf '%s|%s|%s|%s|%s' '$(LLAMA_CPP_VERSION)' '$(LLAMA_CMAKE_ARGS)' \
-	"$$($(PYTHON) -c 'import sys; print(sys.implementation.cache_tag)')" "$$(uname -m)" \
-	"$$($${CXX:-c++} --version 2>/dev/null | head -1)" | sha256sum | cut -c1-16)
-WHEEL_DIR := $(MASTIF_CACHE)/wheels/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(WHEEL_KEY)
-# llama.cpp's own server (parallel slots, per-slot prompt-prefix reuse, continuous batching),
-# built from the llama.cpp tree vendored in the same llama-cpp-python sdist (MIT), with the
-# same flags, cached per machine like the wheel; copied into the venv as $(BIN)/llama-server
-LLAMA_SERVER_DIR := $(MASTIF_CACHE)/bin/llama-server-$(LLAMA_CPP_VERSION)-$(WHEEL_KEY)
-LLAMA_SERVER_CMAKE_ARGS := -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+NATIVE_KEY := $(shell printf '%s|%s|%s|%s' '$(XLLAMACPP_VERSION)' '$(LLAMA_CMAKE_ARGS)' \
+	"$$(uname -m)" "$$($${CXX:-c++} --version 2>/dev/null | head -1)" | sha256sum | cut -c1-16)
+NATIVE_DIR := $(MASTIF_CACHE)/bin/llama-server-$(XLLAMACPP_VERSION)-$(NATIVE_KEY)
+# no web UI (its assets would be downloaded), no TLS: the server listens on loopback only
+NATIVE_CMAKE_ARGS := -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
 	-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \
 	-DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF
 # every transitive dependency pinned (`make lock` refreshes it); pyproject keeps ranges
@@ -45,9 +48,9 @@ ifneq ($(PIP_FIND_LINKS),)
 export UV_FIND_LINKS ?= $(PIP_FIND_LINKS)
 endif
 
-.PHONY: setup run test test-fast test-real-all lint lock dry-run clean llama-wheel llama-server interop
+.PHONY: setup run test test-fast test-real-all lint lock dry-run clean llama-native interop
 
-setup: $(STAMP) $(BIN)/llama-server $(CHROMIUM) interop
+setup: $(STAMP) $(CHROMIUM) interop
 
 # the official TypeScript MCP and A2A clients of the conformance tests (tests/protocols/test_interop.py),
 # from the committed lockfile; without Node those tests skip and say so
@@ -71,63 +74,48 @@ $(STAMP): pyproject.toml $(LOCK)
 	# uv installs the ~300 locked packages in ~10 s from its per-machine cache
 	# (~/.cache/uv); pip took ~2 min for the same set, also on a second clone
 	$(BIN)/pip install --quiet uv==$(UV_VERSION)
-	$(MAKE) --no-print-directory llama-wheel
 	# CPU PyTorch: on these machines the pin is a local CPU wheel in pip's find-links
 	# (uv reads no pip.conf, hence UV_FIND_LINKS above); an unpinned torch would pull
 	# several GB of CUDA wheels
 	# --compile-bytecode: compiled once here, not by every first test worker and job
 	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -c $(LOCK) \
-		torch==$(TORCH_VERSION) \
-		"$$(ls $(WHEEL_DIR)/llama_cpp_python-*.whl)[server]" -e '.[dev]'
+		torch==$(TORCH_VERSION) -e '.[dev]'
 	touch $(STAMP)
 
-# built with the flags above into a temporary folder, moved into place only when complete
-# (an interrupted build leaves no wheel to reuse); --no-cache-dir: never pip's own cache
-llama-wheel:
-	@if ls $(WHEEL_DIR)/llama_cpp_python-*.whl >/dev/null 2>&1; then \
-		echo "llama-cpp-python $(LLAMA_CPP_VERSION): cached wheel $(WHEEL_DIR)"; \
+# opt-in: llama.cpp's server compiled for this CPU (options.server: llama-server), from the
+# pinned xllamacpp release's sdist: the same llama.cpp as the prebuilt default. Built into a
+# temporary folder, moved into place only when complete (an interrupted build leaves nothing
+# to reuse). Needs cmake, ninja and a C++ compiler; ~6 min on 2 cores.
+llama-native: $(STAMP)
+	@if [ -x $(NATIVE_DIR)/llama-server ]; then \
+		echo "llama-server (xllamacpp $(XLLAMACPP_VERSION)): cached $(NATIVE_DIR)"; \
 	else \
-		echo "llama-cpp-python $(LLAMA_CPP_VERSION): compiling (once per machine and flags)"; \
-		mkdir -p $(MASTIF_CACHE)/wheels && tmp=$$(mktemp -d $(MASTIF_CACHE)/wheels/.build-XXXXXX) && \
-		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip wheel --quiet --no-deps --no-cache-dir \
-			-w $$tmp 'llama-cpp-python==$(LLAMA_CPP_VERSION)' && \
-		printf '%s\n' '$(LLAMA_CMAKE_ARGS)' > $$tmp/CMAKE_ARGS && \
-		rm -rf $(WHEEL_DIR) && mv $$tmp $(WHEEL_DIR); \
-	fi
-
-# no web UI (its assets would be downloaded), no TLS: the server listens on loopback only
-llama-server:
-	@if [ -x $(LLAMA_SERVER_DIR)/llama-server ]; then \
-		echo "llama-server $(LLAMA_CPP_VERSION): cached $(LLAMA_SERVER_DIR)"; \
-	else \
-		echo "llama-server $(LLAMA_CPP_VERSION): compiling (once per machine and flags)"; \
+		echo "llama-server (xllamacpp $(XLLAMACPP_VERSION)): compiling (once per machine and flags)"; \
 		mkdir -p $(MASTIF_CACHE)/bin && tmp=$$(mktemp -d $(MASTIF_CACHE)/bin/.build-XXXXXX) && \
-		$(BIN)/pip download --quiet --no-deps --no-binary :all: --no-cache-dir -d $$tmp \
-			'llama-cpp-python==$(LLAMA_CPP_VERSION)' && \
-		tar -xzf $$tmp/llama_cpp_python-$(LLAMA_CPP_VERSION).tar.gz -C $$tmp && \
-		cmake -S $$tmp/llama_cpp_python-$(LLAMA_CPP_VERSION)/vendor/llama.cpp -B $$tmp/build \
-			-G Ninja $(LLAMA_SERVER_CMAKE_ARGS) $(LLAMA_CMAKE_ARGS) >$$tmp/cmake.log && \
+		curl -fsSL -o $$tmp/sdist.tar.gz '$(XLLAMACPP_SDIST_URL)' && \
+		echo '$(XLLAMACPP_SDIST_SHA256)  '$$tmp/sdist.tar.gz | sha256sum -c --quiet && \
+		tar -xzf $$tmp/sdist.tar.gz -C $$tmp && \
+		cmake -S $$tmp/xllamacpp-$(XLLAMACPP_VERSION)/thirdparty/llama.cpp -B $$tmp/build \
+			-G Ninja $(NATIVE_CMAKE_ARGS) $(LLAMA_CMAKE_ARGS) >$$tmp/cmake.log && \
 		cmake --build $$tmp/build --target llama-server -j $(CORES) >$$tmp/build.log && \
 		mkdir -p $$tmp/out && cp $$tmp/build/bin/llama-server $$tmp/out/ && \
-		rm -rf $(LLAMA_SERVER_DIR) && mv $$tmp/out $(LLAMA_SERVER_DIR) && rm -rf $$tmp; \
+		printf 'llama.cpp of xllamacpp %s sdist, native build %s\n' '$(XLLAMACPP_VERSION)' \
+			'$(NATIVE_KEY)' >$$tmp/out/llama-server.source && \
+		rm -rf $(NATIVE_DIR) && mv $$tmp/out $(NATIVE_DIR) && rm -rf $$tmp; \
 	fi
-
-$(BIN)/llama-server: | $(STAMP)
-	$(MAKE) --no-print-directory llama-server
-	cp $(LLAMA_SERVER_DIR)/llama-server $@
+	cp $(NATIVE_DIR)/llama-server $(NATIVE_DIR)/llama-server.source $(BIN)/
+	@echo "installed $(BIN)/llama-server; use it with models.<id>.options.server: llama-server"
 
 # refresh the lock: resolve pyproject's ranges in a scratch venv and pin everything it got
 lock:
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
 	.lock-venv/bin/pip install --quiet --upgrade pip
 	.lock-venv/bin/pip install --quiet torch==$(TORCH_VERSION)
-	$(MAKE) --no-print-directory llama-wheel BIN=.lock-venv/bin
-	.lock-venv/bin/pip install --quiet "$$(ls $(WHEEL_DIR)/llama_cpp_python-*.whl)[server]"
 	.lock-venv/bin/pip install --quiet '.[dev,slurm]'
 	( echo "# every package of the mastif environment, pinned: make lock regenerates this file"; \
 	  echo "# (python $$(.lock-venv/bin/python -c 'import platform; print(platform.python_version())'), $$(date -u +%Y-%m-%d))"; \
 	  .lock-venv/bin/pip freeze --all --exclude-editable | grep -v -i -E '^(mastif|pip|setuptools|wheel)( @ |==)' \
-	  | sed -e 's|^llama_cpp_python @ .*|llama-cpp-python==$(LLAMA_CPP_VERSION)|' -e 's|^torch==.*|torch==$(TORCH_VERSION)|' \
+	  | sed -e 's|^torch==.*|torch==$(TORCH_VERSION)|' \
 	  | LC_ALL=C sort -f ) > $(LOCK).tmp
 	mv $(LOCK).tmp $(LOCK) && rm -rf .lock-venv build
 

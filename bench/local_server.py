@@ -1,27 +1,28 @@
-"""The local model server, old vs new: llama-cpp-python's Python server (one slot, its RAM
-prompt cache) against llama.cpp's own llama-server (slots, per-slot prefix reuse), on the
-bundled SmolLM2 with the default experiment's prompts: old is the bundled Q4_1 file, new the
-default's model (the same requantised to Q8_0; ``--new-model`` for another). The new server
-makes tool calls by a forced first choice (``options.tool_call_template``,
-``mastif.providers.forced_choice``), as the default experiment's agent does.
+"""The local model server, prebuilt against compiled: llama.cpp's server from the xllamacpp
+wheel (``options.server: xllamacpp``, the default: nothing to compile) against the same
+llama.cpp release compiled for this CPU (``llama-server``, ``make llama-native``; or
+``--native PATH`` for another binary), both with the default experiment's SmolLM2 options
+(the Q8_0 model, tool calls by a forced first choice, ``--parallel`` slots, the RAM prompt
+cache), as the default experiment's agent runs them.
 
 1. **Runs**: for each server, the default workflow (LangGraph, standard protocol, the
    sandbox web tools) on ``--tasks`` sandbox tasks with ``--max-steps``, through a loopback
-   proxy that records every request and reply: seconds per run, the node sequences, and the
-   share of interact replies (requests that offer tools) holding a valid tool call (an
-   offered name, arguments that parse as a JSON object).
-2. **Replay**: the requests recorded on the old server, sent again in the same order to each
-   server (so both see the same prompts): prompt tokens/s, generation tokens/s and the share
-   of prompt tokens served from the cache. llama-server reports these per reply
-   (``timings``); for the old server they are read from its log (llama.cpp's perf lines and
-   its prefix-match counts).
+   proxy that records every request and reply: seconds per run, ok runs, the node sequences,
+   and the share of interact replies (requests that offer tools) holding a valid tool call
+   (an offered name, arguments that parse as a JSON object).
+2. **Replay**: the requests recorded on the compiled server, sent again in the same order to
+   each server (so both see the same prompts): prompt tokens/s, generation tokens/s and the
+   share of prompt tokens served from the cache, from the ``timings`` llama.cpp's server
+   puts on every reply.
 3. **Judge**: the default judge (Gemma-3-270M, the default judge settings, one attempt) on
-   each server over the old server's runs: seconds per judgement and how many parsed.
+   each server over the compiled server's runs: seconds per judgement and how many parsed.
 
-    .venv/bin/python bench/local_server.py [--tasks 2] [--max-steps 2] [--parallel 2]
-        [--threads 2] [--new-model KEY] [--no-judge]
+    .venv/bin/python bench/local_server.py [--tasks 3] [--max-steps 2] [--parallel 2]
+        [--threads N] [--native PATH] [--no-judge] [--save out.json]
 
-One run per server on a noisy machine: read the ratios, not the absolute figures.
+One run per server on a noisy machine: read the ratios (prebuilt/compiled), not the
+absolute figures. The default is the prebuilt server unless the compiled one is more than
+25% faster (prebuilt/compiled above 1.25 in seconds per run, or below 0.8 in tokens/s).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import re
+import os
 import sys
 import tempfile
 import time
@@ -48,27 +49,19 @@ from mastif.execution.experiment import parse_config  # noqa: E402
 from mastif.execution.runner import execute_stack  # noqa: E402
 from mastif.providers.forced_choice import ForcedChoice  # noqa: E402
 from mastif.providers.gateway import normalise_request  # noqa: E402
-from mastif.providers.local import LocalServer  # noqa: E402
+from mastif.providers.local import LocalServer, llama_server_binary  # noqa: E402
 from mastif.tasks import load_tasks  # noqa: E402
 
-#: the default before issue 20: the bundled Q4_1 file on llama-cpp-python's server
-OLD = {
-    "model": "smollm2-135m-instruct",
-    "server": "llama-cpp-python",
-    "chat_format": "chatml-function-calling",
-    "n_ctx": 4096,
-    "prompt_cache_mib": 256,
-}
+#: the two builds, in the order they run; "compiled" first: its recorded requests are replayed
+SERVERS = {"compiled": "llama-server", "prebuilt": "xllamacpp"}
 
 
-def new_options(parallel: int) -> dict[str, Any]:
-    return {
-        "server": "llama-server",
-        "tool_call_template": "config/chat_templates/chatml-forced-choice.jinja",
-        "n_ctx": 4096,
-        "parallel": parallel,
-        "prompt_cache_mib": 256,
-    }
+def server_options(server: str, parallel: int) -> dict[str, Any]:
+    """The default config's SmolLM2 options, on ``server``."""
+    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    options = dict(cfg["models"]["smollm2"]["options"])
+    options.update(server=server, parallel=parallel)
+    return options
 
 
 def valid_tool_call(request: dict[str, Any], reply: dict[str, Any]) -> bool:
@@ -100,9 +93,7 @@ def spec_for(options: dict[str, Any]):  # noqa: ANN201
 def run_default(options: dict[str, Any], tasks: int, max_steps: int, work: Path) -> dict:
     cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     with LocalServer(spec_for(options), work / "server.log") as server:
-        with RecordingProxy(
-            server.base_url, options["server"], options.get("tool_call_template")
-        ) as proxy:
+        with RecordingProxy(server.base_url, options.get("tool_call_template")) as proxy:
             run_cfg = copy.deepcopy(cfg)
             run_cfg["models"]["bench"] = {
                 "provider": "openai_compatible",
@@ -137,46 +128,27 @@ def run_default(options: dict[str, Any], tasks: int, max_steps: int, work: Path)
     }
 
 
-_PREFIX = re.compile(r"(\d+) prefix-match hit, remaining (\d+) prompt tokens")
-_PROMPT = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
-_GEN = re.compile(r"\beval time =\s*([\d.]+) ms /\s*(\d+) runs")
-
-
 def replay(options: dict[str, Any], requests: list[dict[str, Any]], work: Path) -> dict:
     """Send ``requests`` in order; sum prompt/generation tokens and times and cached tokens."""
-    log = work / "replay-server.log"
     sums = {"prompt_n": 0, "prompt_ms": 0.0, "gen_n": 0, "gen_ms": 0.0, "cached_n": 0}
     template = options.get("tool_call_template")
     forced = ForcedChoice(REPO / template) if template else None
     started = time.perf_counter()
-    with LocalServer(spec_for(options), log) as server:
-        offset = log.stat().st_size
+    with LocalServer(spec_for(options), work / "replay-server.log") as server:
         with httpx.Client(timeout=600) as client:
             for request in requests:
-                body = normalise_request(copy.deepcopy(request), "local", options["server"])
+                body = normalise_request(copy.deepcopy(request), "local")
                 body["model"] = server.alias
                 if forced is not None and forced.applies(body):
                     reply = forced.complete_blocking(server.base_url, body).json()
                 else:
                     reply = client.post(f"{server.base_url}/chat/completions", json=body).json()
-                timings = reply.get("timings")
-                if timings:  # llama-server
-                    sums["prompt_n"] += timings["prompt_n"]
-                    sums["prompt_ms"] += timings["prompt_ms"]
-                    sums["gen_n"] += timings["predicted_n"]
-                    sums["gen_ms"] += timings["predicted_ms"]
-                    sums["cached_n"] += timings.get("cache_n", 0)
-                else:  # llama-cpp-python: its log
-                    text = log.read_text(errors="replace")[offset:]
-                    offset += len(text)
-                    for m in _PREFIX.finditer(text):
-                        sums["cached_n"] += int(m.group(1))
-                    for m in _PROMPT.finditer(text):
-                        sums["prompt_ms"] += float(m.group(1))
-                        sums["prompt_n"] += int(m.group(2))
-                    for m in _GEN.finditer(text):
-                        sums["gen_ms"] += float(m.group(1))
-                        sums["gen_n"] += int(m.group(2))
+                timings = reply["timings"]  # llama.cpp's server times every reply
+                sums["prompt_n"] += timings["prompt_n"]
+                sums["prompt_ms"] += timings["prompt_ms"]
+                sums["gen_n"] += timings["predicted_n"]
+                sums["gen_ms"] += timings["predicted_ms"]
+                sums["cached_n"] += timings.get("cache_n", 0)
     wall = time.perf_counter() - started
     total_prompt = sums["prompt_n"] + sums["cached_n"]
     return {
@@ -189,13 +161,9 @@ def replay(options: dict[str, Any], requests: list[dict[str, Any]], work: Path) 
     }
 
 
-JUDGE_OLD = {"server": "llama-cpp-python", "n_ctx": 4096}
-JUDGE_NEW = {"server": "llama-server", "n_ctx": 4096}
-
-
-def judge_with(options: dict[str, Any], traces: list, work: Path) -> dict[str, Any]:
+def judge_with(server: str, traces: list, work: Path) -> dict[str, Any]:
     """The default judge (Gemma-3-270M, the default judge settings, one attempt per run)
-    on ``options``' server over the bench's runs: seconds per judgement and how many
+    on ``server`` over the bench's runs: seconds per judgement and how many
     parsed."""
     import polars as pl
 
@@ -206,7 +174,7 @@ def judge_with(options: dict[str, Any], traces: list, work: Path) -> dict[str, A
     from mastif.tasks import tasks_to_frame
 
     cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    cfg["models"]["gemma3"]["options"] = options
+    cfg["models"]["gemma3"]["options"]["server"] = server
     parsed = parse_config(cfg)
     j = parsed.judge
     runs = pl.from_arrow(runs_to_table(traces))
@@ -232,24 +200,29 @@ def _cell(value: Any) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tasks", type=int, default=2)
+    ap.add_argument("--tasks", type=int, default=3)
     ap.add_argument("--max-steps", type=int, default=2)
     ap.add_argument("--parallel", type=int, default=2)
     ap.add_argument(
         "--threads",
         type=int,
-        help="threads of each server (default: each server's own); an execute_stack job gives 2",
+        help="threads of each server (default: half the CPUs, as in the pipeline)",
     )
     ap.add_argument(
-        "--new-model",
-        help="the new server's model key or .gguf (default: the default config's, Q8_0)",
+        "--native",
+        type=Path,
+        help="the compiled llama-server to compare (default: the one make llama-native built)",
     )
     ap.add_argument("--save", type=Path)
     ap.add_argument("--no-judge", action="store_true", help="skip the judge comparison")
     args = ap.parse_args()
-    servers = {"old": dict(OLD), "new": new_options(args.parallel)}
-    if args.new_model:
-        servers["new"]["model"] = args.new_model
+    if args.native:
+        os.environ["MASTIF_LLAMA_SERVER"] = str(args.native.resolve())
+    try:
+        print(f"compiled: {llama_server_binary()}", file=sys.stderr)
+    except FileNotFoundError as exc:
+        raise SystemExit(f"{exc}") from None
+    servers = {name: server_options(server, args.parallel) for name, server in SERVERS.items()}
     if args.threads:
         for options in servers.values():
             options["n_threads"] = args.threads
@@ -260,14 +233,14 @@ def main() -> None:
             work.mkdir()
             print(f"[{name}] runs ...", file=sys.stderr, flush=True)
             out[name] = {"run": run_default(options, args.tasks, args.max_steps, work)}
-        recorded = out["old"]["run"]["requests"]
+        recorded = out["compiled"]["run"]["requests"]
         for name, options in servers.items():
             print(f"[{name}] replay of {len(recorded)} requests ...", file=sys.stderr, flush=True)
             out[name]["replay"] = replay(options, recorded, Path(tmp) / name)
-        traces = out["old"]["run"]["traces"]
-        for name, options in () if args.no_judge else (("old", JUDGE_OLD), ("new", JUDGE_NEW)):
+        traces = out["compiled"]["run"]["traces"]
+        for name in () if args.no_judge else servers:
             print(f"[{name}] judge, {len(traces)} runs ...", file=sys.stderr, flush=True)
-            out[name]["judge"] = judge_with(options, traces, Path(tmp) / name)
+            out[name]["judge"] = judge_with(SERVERS[name], traces, Path(tmp) / name)
     for name in servers:
         out[name]["run"].pop("requests")
         out[name]["run"].pop("traces")
@@ -282,11 +255,11 @@ def main() -> None:
         ("judge (Gemma): seconds per judgement", "judge", "seconds_per_judgement"),
         ("judge (Gemma): parsed judgements", "judge", "ok"),
     ]
-    print(f"{'measure':36} {'old':>10} {'new':>10} {'new/old':>8}")
+    print(f"{'measure':36} {'compiled':>10} {'prebuilt':>10} {'pre/comp':>8}")
     for label, part, key in rows:
-        if part not in out["old"]:
+        if part not in out["compiled"]:
             continue
-        a, b = out["old"][part][key], out["new"][part][key]
+        a, b = out["compiled"][part][key], out["prebuilt"][part][key]
         ratio = f"{b / a:8.2f}" if isinstance(a, int | float) and a and b is not None else ""
         print(f"{label:36} {_cell(a)} {_cell(b)} {ratio}")
     for name in servers:

@@ -93,8 +93,8 @@ def test_versions_follow_what_the_stack_uses():
 
     local = collect_provenance(framework, "a2a", "local").columns()
     assert set(local) == set(PROVENANCE_COLUMNS)
-    assert local["model_server"] == "llama-cpp-python"
-    assert local["model_server_version"] == metadata.version("llama-cpp-python")
+    assert local["model_server"] == "xllamacpp"
+    assert local["model_server_version"] == metadata.version("xllamacpp")
     assert local["a2a_sdk_version"] == metadata.version("a2a-sdk")
     assert local["crewai_version"] is None and local["mcp_version"] is None  # not used
     assert local["python_version"] == platform.python_version()
@@ -174,8 +174,8 @@ def test_the_versions_table_lists_each_version_with_its_stacks():
                 **common,
                 crewai_version="1.15.2",
                 mcp_version="1.30",
-                model_server="llama-cpp-python",
-                model_server_version="0.3.36",
+                model_server="xllamacpp",
+                model_server_version="2026.10.11549",
             ),
             run_row("x", "standard", "langgraph"),  # imported: nothing recorded
         ],
@@ -189,7 +189,7 @@ def test_the_versions_table_lists_each_version_with_its_stacks():
     assert rows[("openai", "2.8.1")]["stacks"] == "m, mcp, crewai; m, standard, langgraph"
     # the same stack with two versions: two rows
     assert rows[("langgraph", "1.2.0")]["runs"] == rows[("langgraph", "1.2.1")]["runs"] == 1
-    assert rows[("model server", "llama-cpp-python 0.3.36")]["stacks"] == "m, mcp, crewai"
+    assert rows[("model server", "xllamacpp 2026.10.11549")]["stacks"] == "m, mcp, crewai"
     assert rows[("model server", "unknown")]["stacks"] == "m, standard, langgraph"
     assert table["package"].to_list()[0] == "all packages"
     assert set(table["package"]) <= {"all packages", "mastif", "mastif commit", "python",

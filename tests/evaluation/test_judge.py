@@ -100,31 +100,31 @@ def test_every_reply_the_schema_allows_fits_max_tokens():
     assert judgement_schema(512)["properties"]["TU_rationale"]["maxLength"] == 138
 
 
-def test_gateway_translates_json_schema_for_llama_cpp():
+def test_gateway_keeps_openai_json_schema_and_required_for_llama_cpp():
+    """llama.cpp's server takes OpenAI's json_schema spelling and tool_choice "required" as
+    they are: the gateway passes both through, for a local model as for a remote one."""
     fmt = {"type": "json_schema", "json_schema": {"name": "j", "schema": {"type": "object"}}}
-    local = normalise_request({"messages": [], "response_format": dict(fmt)}, "local")
-    assert local["response_format"] == {"type": "json_object", "schema": {"type": "object"}}
-    remote = normalise_request({"messages": [], "response_format": dict(fmt)}, "openai_compatible")
-    assert remote["response_format"] == fmt
-    # llama-server takes OpenAI's spelling, and tool_choice "required", as they are
-    body = {"messages": [], "response_format": dict(fmt), "tool_choice": "required"}
-    served = normalise_request(body, "local", "llama-server")
-    assert served["response_format"] == fmt and served["tool_choice"] == "required"
-    assert normalise_request(dict(body), "local")["tool_choice"] == "auto"
+    body = {"messages": [], "response_format": fmt, "tool_choice": "required"}
+    for provider in ("local", "openai_compatible"):
+        served = normalise_request(json.loads(json.dumps(body)), provider)
+        assert served["response_format"] == fmt and served["tool_choice"] == "required"
 
 
 def test_response_cache_keys_differ_by_local_server():
+    """Answers depend on the server's build and on the forced choice's template: each has
+    keys of its own (a cached answer of one build is never replayed for the other)."""
     from mastif.providers.endpoint import Endpoint
 
-    python_server = Endpoint("local", "http://x/v1", "m", server="llama-cpp-python")
-    llama_server = Endpoint("local", "http://x/v1", "m", server="llama-server")
-    assert python_server.cache_provider == "local"  # keys cached before stay valid
-    assert llama_server.cache_provider == "local/llama-server"
+    prebuilt = Endpoint("local", "http://x/v1", "m", server="xllamacpp")
+    native = Endpoint("local", "http://x/v1", "m", server="llama-server")
+    assert prebuilt.cache_provider == "local/xllamacpp"
+    assert native.cache_provider == "local/llama-server"
+    assert Endpoint("openai_compatible", "http://x/v1", "m").cache_provider == "openai_compatible"
     template = str(REPO / "config/chat_templates/chatml-forced-choice.jinja")
     forced = Endpoint(
-        "local", "http://x/v1", "m", server="llama-server", tool_call_template=template
+        "local", "http://x/v1", "m", server="xllamacpp", tool_call_template=template
     )
-    assert forced.cache_provider.startswith("local/llama-server/forced-choice:")
+    assert forced.cache_provider.startswith("local/xllamacpp/forced-choice:")
 
 
 @pytest.fixture

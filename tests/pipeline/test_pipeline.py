@@ -61,7 +61,7 @@ def llama_servers_under(path: Path) -> list[int]:
             cwd = str((proc / "cwd").resolve())
         except (OSError, RuntimeError):
             continue
-        if "mastif.providers.llama_server" in cmd and cwd.startswith(str(path)):
+        if "mastif.providers.xllamacpp_server" in cmd and cwd.startswith(str(path)):
             pids.append(int(proc.name))
     return pids
 
@@ -120,7 +120,7 @@ def test_end_to_end_on_the_bundled_model(pipeline_copy):
     assert run["protocol_messages"] > 0 and run["protocol_bytes_sent"] > 0
     # what produced the run is on its row
     assert run["mastif_version"] and run["python_version"] and run["langgraph_version"]
-    assert run["model_server"] == "llama-server" and run["model_server_version"]
+    assert run["model_server"] == "xllamacpp" and run["model_server_version"]
     assert (results / "tables/table7_protocol_cost.md").read_text().strip()
     for name in ("tests", "groups", "posthoc", "blocked_tests", "blocked_pairs",
                  "mixed_models", "effects", "repeats", "judge_validity", "judge_panel"):  # fmt: skip

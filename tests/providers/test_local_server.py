@@ -1,4 +1,6 @@
-"""The embedded default provider against the real bundled models and llama.cpp server."""
+"""The embedded default provider against the real bundled models and llama.cpp's server, in
+both builds: the prebuilt one (xllamacpp, the default) and, where ``make llama-native`` has
+compiled it, the native ``llama-server``."""
 
 from __future__ import annotations
 
@@ -17,19 +19,36 @@ import pytest
 from mastif.execution.experiment import parse_config
 from mastif.providers import Gateway, open_endpoint
 from mastif.providers.gateway import normalise_request
-from mastif.providers.local import LocalServer, ServerStartError, resolve_gguf
+from mastif.providers.local import LocalServer, ServerStartError, llama_server_binary, resolve_gguf
 from tests.support.paths import REPO
+
+
+def _native_built() -> bool:
+    try:
+        llama_server_binary()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+#: both builds of llama.cpp's server; the native one only where `make llama-native` built it
+#: (CI and `make setup` compile nothing, so there it is skipped and says why)
+SERVERS = [
+    "xllamacpp",
+    pytest.param(
+        "llama-server",
+        marks=pytest.mark.skipif(
+            not _native_built(), reason="no native llama-server: `make llama-native` builds it"
+        ),
+    ),
+]
 
 
 @pytest.fixture
 def smollm2_spec(base_config):
-    """SmolLM2 on llama-cpp-python's server, whose quirks the gateway mends (the default
-    serves it with llama-server)."""
-    base_config["models"]["smollm2"]["options"] = {
-        "server": "llama-cpp-python",
-        "chat_format": "chatml-function-calling",
-        "n_ctx": 4096,
-    }
+    """SmolLM2 on the default server (the prebuilt one), without the forced choice: the
+    server's own chat endpoint, whose quirks the gateway mends."""
+    base_config["models"]["smollm2"]["options"] = {"server": "xllamacpp", "n_ctx": 4096}
     return parse_config(base_config).models["smollm2"]
 
 
@@ -66,9 +85,13 @@ def test_unknown_local_model_is_named():
 
 
 @pytest.mark.slow
-def test_server_starts_answers_and_stops(smollm2_spec, tmp_path):
+@pytest.mark.parametrize("build", SERVERS)
+def test_server_starts_answers_and_stops(smollm2_spec, tmp_path, build):
     log = tmp_path / "server.log"
-    with LocalServer(smollm2_spec, log) as server:
+    spec = smollm2_spec.model_copy(
+        update={"options": smollm2_spec.options.model_copy(update={"server": build})}
+    )
+    with LocalServer(spec, log) as server:
         pid = server.process.pid
         r = httpx.post(
             f"{server.base_url}/chat/completions",
@@ -135,7 +158,8 @@ def test_no_orphan_when_job_is_killed(tmp_path, sig):
 
 @pytest.mark.slow
 def test_gateway_mends_llama_cpp_quirks(smollm2_spec, tmp_path):
-    """Null content beside tool_calls is a 500 from llama.cpp itself, a 200 via the gateway."""
+    """Null content beside tool_calls (a 500 from llama.cpp before the release xllamacpp
+    pins) and max_completion_tokens (the newer name): served via the gateway, bounded."""
     tools = [
         {
             "type": "function",
@@ -163,8 +187,6 @@ def test_gateway_mends_llama_cpp_quirks(smollm2_spec, tmp_path):
     ]
     body = {"messages": messages, "tools": tools, "max_completion_tokens": 6}
     with open_endpoint("smollm2", smollm2_spec, tmp_path / "s.log") as endpoint:
-        direct = httpx.post(f"{endpoint.base_url}/chat/completions", json=body, timeout=60)
-        assert direct.status_code == 500  # the quirk, as seen with llama-cpp-python 0.3.36
         with Gateway(endpoint) as gw:
             gw.begin_run("run1")  # the gateway keeps calls only for runs it was told of
             r = httpx.post(
@@ -178,55 +200,11 @@ def test_gateway_mends_llama_cpp_quirks(smollm2_spec, tmp_path):
     assert 0 < call.completion_tokens <= 6  # max_completion_tokens became max_tokens
 
 
-def test_llama_server_mends_the_chat_handler():
-    """No HTML escapes, request max_tokens kept, tools listed, tool results shown, no stray function_call."""
-    code = textwrap.dedent(
-        """
-        import json
-        from mastif.providers.llama_server import apply_fixes, HANDLER
-        from llama_cpp import llama_chat_format as lcf
-        apply_fixes()
-        seen = []
-        class FakeLlama:
-            verbose = False
-            def create_completion(self, **kw):
-                seen.append({"prompt": kw["prompt"], "max_tokens": kw.get("max_tokens")})
-                # decision (stops before ":"), then the arguments, then "no more calls"
-                text = {1: "functions.f", 2: '{"x": 1}'}.get(len(seen), "")
-                return {"id": "x", "object": "text_completion", "created": 0, "model": "m",
-                        "choices": [{"text": text, "index": 0, "logprobs": None,
-                                     "finish_reason": "stop"}],
-                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
-        handler = lcf.LlamaChatCompletionHandlerRegistry().get_chat_completion_handler_by_name(HANDLER)
-        tools = [{"type": "function", "function": {"name": "f", "description": "Use f for sums",
-                  "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}}}}]
-        messages = [
-            {"role": "user", "content": 'say "hi"'},
-            {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function",
-             "function": {"name": "f", "arguments": "{}"}}]},
-            {"role": "tool", "tool_call_id": "c1", "content": "TOOL-RESULT-42"},
-        ]
-        out = handler(llama=FakeLlama(), messages=messages, tools=tools, tool_choice="auto",
-                      max_tokens=7)
-        print(json.dumps({"seen": seen, "message": out["choices"][0]["message"]}))
-        """
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    prompt = result["seen"][0]["prompt"]
-    assert 'say "hi"' in prompt and "&#34;" not in prompt  # 1. no HTML escaping
-    assert all(s["max_tokens"] == 7 for s in result["seen"])  # 2. the request's limit
-    assert "<|im_start|>tool\nTOOL-RESULT-42<|im_end|>" in prompt  # 3. tool results shown
-    # 4. tools listed, with their guidance description
-    assert 'functions.f:\n// Use f for sums\n{"properties": {"x": {"type": "integer"}}' in prompt
-    message = result["message"]
-    assert message["tool_calls"] and "function_call" not in message  # 5. no stray legacy field
-
-
 @pytest.mark.slow
 def test_gateway_joins_tool_content_parts_for_llama_cpp(smollm2_spec, tmp_path):
-    """A tool result as a list of text parts (langchain-mcp-adapters sends MCP results so):
-    a 500 from llama.cpp itself, a 200 via the gateway, with the parts' text."""
+    """A tool result as a list of text parts (langchain-mcp-adapters sends MCP results so;
+    a 500 from llama.cpp before the release xllamacpp pins): joined into one text by the
+    gateway, and served."""
     messages = [
         {"role": "user", "content": "What time is it?"},
         {
@@ -244,8 +222,6 @@ def test_gateway_joins_tool_content_parts_for_llama_cpp(smollm2_spec, tmp_path):
         "2026-12-01T10:00Z"
     )
     with open_endpoint("smollm2", smollm2_spec, tmp_path / "s.log") as endpoint:
-        direct = httpx.post(f"{endpoint.base_url}/chat/completions", json=body, timeout=60)
-        assert direct.status_code == 500
         with Gateway(endpoint) as gw:
             gw.begin_run("run1")  # the gateway serves only runs it was told of
             url = f"{gw.base_url_for('run1', 'interact')}/chat/completions"
@@ -265,7 +241,7 @@ def test_llama_server_command_gives_every_slot_its_own_context(base_config, monk
     fake.chmod(0o755)
     monkeypatch.setenv("MASTIF_LLAMA_SERVER", str(fake))
     spec = _spec(
-        base_config, parallel=3, n_threads=2, prompt_cache_mib=64,
+        base_config, server="llama-server", parallel=3, n_threads=2, prompt_cache_mib=64,
         chat_template="config/chat_templates/chatml-tools.jinja",
     )  # fmt: skip
     server = LocalServer(spec, tmp_path / "s.log")
@@ -278,8 +254,53 @@ def test_llama_server_command_gives_every_slot_its_own_context(base_config, monk
     assert arg["--threads"] == arg["--threads-batch"] == "2" and arg["--cache-ram"] == "64"
     assert arg["--chat-template-file"].endswith("config/chat_templates/chatml-tools.jinja")
     assert arg["--host"] == "127.0.0.1" and arg["--port"] == "4321"
-    # llama-cpp-python's server's default repeat penalty, so both local servers sample alike
+    # llama.cpp's own default is 1.0 (off); greedy Gemma looped without a penalty
     assert arg["--repeat-penalty"] == "1.1"
+
+
+def test_both_builds_get_the_same_settings(base_config, monkeypatch, tmp_path):
+    """The prebuilt server is started through mastif.providers.xllamacpp_server with the
+    very options the native binary gets, and that module sets llama.cpp's common_params from
+    them as llama-server's own parser would."""
+    from mastif.providers import xllamacpp_server
+
+    fake = tmp_path / "llama-server"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("MASTIF_LLAMA_SERVER", str(fake))
+    options = {"parallel": 2, "n_threads": 1, "prompt_cache_mib": 64,
+               "chat_template": "config/chat_templates/chatml-tools.jinja"}  # fmt: skip
+    commands = {}
+    for build in ("xllamacpp", "llama-server"):
+        server = LocalServer(_spec(base_config, server=build, **options), tmp_path / "s.log")
+        server.port = 4321
+        commands[build] = server.command(tmp_path / "m.gguf")
+    prebuilt, native = commands["xllamacpp"], commands["llama-server"]
+    assert prebuilt[:3] == [sys.executable, "-m", "mastif.providers.xllamacpp_server"]
+    assert prebuilt[3:] == native[1:]
+
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    params = xllamacpp_server.common_params(xllamacpp_server.parse_args(prebuilt[3:]))
+    assert params.model.path == str(tmp_path / "m.gguf")
+    assert params.port == 4321 and list(params.hostnames) == ["127.0.0.1"]
+    assert params.n_parallel == 2 and params.n_ctx == 2 * 2048 and params.kv_unified is False
+    assert params.cpuparams.n_threads == params.cpuparams_batch.n_threads == 1
+    assert params.cache_ram_mib == 64 and params.offline is True and params.ui is False
+    assert params.use_jinja is True and abs(params.sampling.penalty_repeat - 1.1) < 1e-6
+    assert params.model_alias == {"smollm2-135m-instruct-q8_0"}
+    template = REPO / "config" / "chat_templates" / "chatml-tools.jinja"
+    assert params.chat_template == template.read_text(encoding="utf-8")
+
+
+def test_prebuilt_server_names_a_missing_model(tmp_path):
+    """Bad input is a sentence on stderr and a non-zero exit, not a traceback."""
+    out = subprocess.run(
+        [sys.executable, "-m", "mastif.providers.xllamacpp_server",
+         "--model", str(tmp_path / "none.gguf"), "--port", "1"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode != 0 and "model file not found" in out.stderr
+    assert "Traceback" not in out.stderr
 
 
 def test_missing_llama_server_binary_is_named(base_config, monkeypatch, tmp_path):
@@ -288,29 +309,36 @@ def test_missing_llama_server_binary_is_named(base_config, monkeypatch, tmp_path
     monkeypatch.delenv("MASTIF_LLAMA_SERVER", raising=False)
     monkeypatch.setattr(local.sys, "executable", str(tmp_path / "python"))
     monkeypatch.setattr(local.shutil, "which", lambda name: None)
-    server = LocalServer(_spec(base_config), tmp_path / "s.log")
-    with pytest.raises(FileNotFoundError, match="llama-server not found.*make setup"):
+    server = LocalServer(_spec(base_config, server="llama-server"), tmp_path / "s.log")
+    with pytest.raises(FileNotFoundError, match="no llama-server was found.*make llama-native"):
         server.command(Path("/m.gguf"))
+
+
+def test_native_server_version_is_what_its_build_wrote(monkeypatch, tmp_path):
+    """The native binary's provenance is the note `make llama-native` writes beside it;
+    a binary without one is of unknown source (null), never a guess."""
+    from mastif.providers.local import native_server_source
+
+    fake = tmp_path / "llama-server"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("MASTIF_LLAMA_SERVER", str(fake))
+    assert native_server_source() is None
+    note = "llama.cpp of xllamacpp 2026.10.11549 sdist, native build 0123456789abcdef"
+    (tmp_path / "llama-server.source").write_text(note + "\n")
+    assert native_server_source() == note
 
 
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"chat_format": "chatml-function-calling"}, "chat_format: a llama-cpp-python option"),
+        ({"server": "llama-cpp-python"}, "options.server: .llama-cpp-python. is not one of"),
+        ({"chat_format": "chatml-function-calling"}, "'chat_format' was unexpected"),
         ({"chat_template": "no/such.jinja"}, "chat_template: file not found"),
-        ({"server": "llama-cpp-python", "parallel": 2}, "parallel: a llama-server option"),
-        (
-            {"server": "llama-cpp-python", "chat_template": "x.jinja"},
-            "chat_template: a llama-server",
-        ),
         ({"tool_call_template": "no/such.jinja"}, "tool_call_template: file not found"),
-        (
-            {"server": "llama-cpp-python", "tool_call_template": "x.jinja"},
-            "tool_call_template: a llama-server",
-        ),
     ],
 )
-def test_options_of_the_other_server_are_refused(base_config, options, message):
+def test_bad_local_server_options_are_refused(base_config, options, message):
     from mastif.core.config import ConfigError
 
     with pytest.raises(ConfigError, match=message):
@@ -318,10 +346,11 @@ def test_options_of_the_other_server_are_refused(base_config, options, message):
 
 
 @pytest.mark.slow
-def test_llama_server_starts_answers_to_a_schema_and_stops(base_config, tmp_path):
-    """llama-server with the bundled Gemma: healthy, keeps to a JSON schema (its own
+@pytest.mark.parametrize("build", SERVERS)
+def test_llama_server_starts_answers_to_a_schema_and_stops(base_config, tmp_path, build):
+    """llama.cpp's server with the bundled Gemma: healthy, keeps to a JSON schema (OpenAI's
     json_schema spelling, untranslated), reports usage, and dies with the with block."""
-    base_config["models"]["gemma3"]["options"] = {"server": "llama-server", "n_ctx": 2048}
+    base_config["models"]["gemma3"]["options"] = {"server": build, "n_ctx": 2048}
     spec = parse_config(base_config).models["gemma3"]
     schema = {
         "type": "object",
@@ -349,15 +378,18 @@ def test_llama_server_starts_answers_to_a_schema_and_stops(base_config, tmp_path
 
 
 @pytest.mark.slow
-def test_forced_choice_on_llama_server_makes_a_call_that_fits_the_schema(base_config, tmp_path):
-    """SmolLM2 on the real llama-server with options.tool_call_template, through the
+@pytest.mark.parametrize("build", SERVERS)
+def test_forced_choice_on_llama_server_makes_a_call_that_fits_the_schema(
+    base_config, tmp_path, build
+):
+    """SmolLM2 on the real llama.cpp server with options.tool_call_template, through the
     gateway: a request that offers tools comes back as an OpenAI tool call (the model chose
     it under the grammar) whose arguments fit the tool's schema, with the usage on the run's
     recorded call; a request without tools goes to the server's chat endpoint as before."""
     import jsonschema
 
     template = REPO / "config" / "chat_templates" / "chatml-forced-choice.jinja"
-    spec = _spec(base_config, server="llama-server", tool_call_template=str(template))
+    spec = _spec(base_config, server=build, tool_call_template=str(template))
     schema = {
         "type": "object",
         "properties": {"url": {"type": "string", "minLength": 1}},

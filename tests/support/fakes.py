@@ -124,13 +124,11 @@ class RecordingProxy:
     def __init__(
         self,
         upstream_base_url: str,
-        server: str | None = None,
         tool_call_template: str | None = None,
     ) -> None:
-        """``server``: the local server behind ``upstream_base_url`` (llama-server or
-        llama-cpp-python), whose mends the proxy applies as the gateway would;
-        ``tool_call_template``: llama-server's tool calls by a forced first choice, as the
-        gateway makes them (``mastif.providers.forced_choice``)."""
+        """Applies the gateway's mends for a local llama.cpp server;
+        ``tool_call_template``: tool calls by a forced first choice, as the gateway makes
+        them (``mastif.providers.forced_choice``)."""
         import httpx
 
         from mastif.providers.forced_choice import ForcedChoice
@@ -150,7 +148,7 @@ class RecordingProxy:
                 outer.requests += 1
                 # the proxy stands in for the local server: apply the gateway's llama.cpp
                 # mends (e.g. max_completion_tokens -> max_tokens) as for a local endpoint
-                payload = normalise_request(json.loads(self.rfile.read(length)), "local", server)
+                payload = normalise_request(json.loads(self.rfile.read(length)), "local")
                 if forced is not None and forced.applies(payload):
                     r = forced.complete_blocking(upstream_base_url, payload, 300)
                 else:

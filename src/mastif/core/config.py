@@ -72,8 +72,7 @@ class _Frozen(BaseModel):
 
 
 class ModelOptions(_Frozen):
-    server: Literal["llama-server", "llama-cpp-python"]
-    chat_format: str | None = None
+    server: Literal["xllamacpp", "llama-server"]
     chat_template: str | None = None
     tool_call_template: str | None = None
     n_ctx: int

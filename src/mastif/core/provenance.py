@@ -10,7 +10,9 @@ OpenAI-compatible endpoint. A package the stack does not use is ``None`` too.
 
 Which packages a stack uses: its framework adapter says so (``packages``, plus
 ``mcp_packages`` under protocol ``mcp``: the framework's own MCP client), the protocol adds its
-SDK (:data:`PROTOCOL_PACKAGES`), and a ``local`` model is served by llama-cpp-python.
+SDK (:data:`PROTOCOL_PACKAGES`), and a ``local`` model is served by llama.cpp's server from
+the xllamacpp wheel (or, ``options.server: llama-server``, from the same release compiled
+here: its version is what ``make llama-native`` wrote beside the binary).
 
 Adapters that override or call private members of a library (CrewAI, Semantic Kernel) list
 them as :class:`PrivateMember` s; :func:`check_private_members` runs once per stack job,
@@ -62,9 +64,11 @@ PROTOCOL_PACKAGES: dict[str, tuple[str, ...]] = {
     "mcp": ("mcp",),
     "a2a": ("a2a-sdk",),
 }
-#: the server (distribution) mastif starts for a model of this provider: llama.cpp's, or
-#: mastif's own scripted one (mastif.providers.scripted); other providers: unknown
-MODEL_SERVERS: dict[str, str] = {"local": "llama-cpp-python", "scripted": "mastif"}
+#: the server (distribution) mastif starts for a model of this provider: llama.cpp's from the
+#: prebuilt xllamacpp wheel (``options.server: llama-server``: the same release compiled
+#: here, see :func:`collect_provenance`), or mastif's own scripted one
+#: (mastif.providers.scripted); other providers: unknown
+MODEL_SERVERS: dict[str, str] = {"local": "xllamacpp", "scripted": "mastif"}
 
 
 def version_column(package: str) -> str:
@@ -179,10 +183,12 @@ def collect_provenance(
     server = MODEL_SERVERS.get(provider)
     server_version = package_version(server) if server else None
     if provider == "local" and local_server == "llama-server":
-        # built from the llama.cpp tree vendored in this llama-cpp-python release
-        version = package_version("llama-cpp-python")
+        # compiled by `make llama-native` from the llama.cpp tree vendored in the sdist of
+        # the xllamacpp release the lock pins; what it reports of itself is its build
+        from mastif.providers.local import native_server_source
+
         server = "llama-server"
-        server_version = f"llama.cpp of llama-cpp-python {version}" if version else None
+        server_version = native_server_source()
     used = stack_packages(framework, protocol)
     return Provenance(
         mastif_version=package_version("mastif"),

@@ -181,7 +181,7 @@ class RunTrace:
     mastif_commit: str | None = None  # git commit of mastif's checkout
     mastif_dirty: bool | None = None  # the checkout's tracked files differed from the commit
     python_version: str | None = None
-    model_server: str | None = None  # "llama-cpp-python" for provider local
+    model_server: str | None = None  # "xllamacpp" or "llama-server" for provider local
     model_server_version: str | None = None
     langgraph_version: str | None = None
     langchain_version: str | None = None

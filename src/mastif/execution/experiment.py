@@ -264,29 +264,15 @@ def _check_rubric(path: Path) -> None:
 
 
 def _check_local_server(model_id: str, spec: dict[str, Any], base_dir: Path) -> None:
-    """Options of one local server are not set for the other (they would be ignored)."""
+    """A local server's template files exist (both builds read them at start)."""
     opts = spec.get("options") or {}
     key = f"models.{model_id}.options"
     if spec.get("provider") != "local":
         return
-    if opts.get("server", "llama-server") == "llama-server":
-        if opts.get("chat_format"):
-            raise ConfigError(
-                f"{key}.chat_format: a llama-cpp-python option; llama-server takes the model's "
-                "chat template or options.chat_template"
-            )
-        for option in ("chat_template", "tool_call_template"):
-            template = opts.get(option)
-            if template is not None and not resolve_path(template, base_dir).is_file():
-                raise ConfigError(
-                    f"{key}.{option}: file not found: {resolve_path(template, base_dir)}"
-                )
-    else:
-        for option in ("chat_template", "tool_call_template"):
-            if opts.get(option) is not None:
-                raise ConfigError(f"{key}.{option}: a llama-server option (options.server)")
-        if opts.get("parallel", 1) != 1:
-            raise ConfigError(f"{key}.parallel: a llama-server option (options.server)")
+    for option in ("chat_template", "tool_call_template"):
+        template = opts.get(option)
+        if template is not None and not resolve_path(template, base_dir).is_file():
+            raise ConfigError(f"{key}.{option}: file not found: {resolve_path(template, base_dir)}")
 
 
 def _check_script(model_id: str, spec: dict[str, Any], base_dir: Path) -> None:

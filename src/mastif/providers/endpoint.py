@@ -35,13 +35,12 @@ class Endpoint:
     @property
     def cache_provider(self) -> str:
         """The provider part of a response-cache key: a local model's answers depend on
-        its server and how it makes tool calls, down to the template's text
-        (llama-cpp-python's keys stay as they were)."""
-        if self.server != "llama-server":
+        its server's build and how it makes tool calls, down to the template's text."""
+        if self.provider != "local":
             return self.provider
         if self.tool_call_template:
-            return f"local/llama-server/forced-choice:{_digest(self.tool_call_template)}"
-        return "local/llama-server"
+            return f"local/{self.server}/forced-choice:{_digest(self.tool_call_template)}"
+        return f"local/{self.server}"
 
 
 @lru_cache(maxsize=8)

@@ -7,8 +7,8 @@ Every framework is pointed at ``{gateway}/r/{run_id}/{node}/v1``. The gateway
 * records usage (from the upstream API's ``usage``; a count it lacks is None, never 0),
   latency (clock) and outcome per call,
   identically for every framework,
-* normalises server quirks (llama.cpp answers 500 to an assistant message that carries
-  ``tool_calls`` with ``content`` null or absent; frameworks send exactly that),
+* normalises server quirks (older llama.cpp releases answered 500 to an assistant message
+  that carries ``tool_calls`` with ``content`` null or absent; frameworks send exactly that),
 * retries upstream 429s, 5xx answers, timeouts and dropped connections with tenacity
   (exponential backoff with jitter; a 429's ``Retry-After`` is honoured), then passes the
   failure on so the run records a classified error,
@@ -119,26 +119,21 @@ def _redact_one(text: _Text, secret: _Text, mark: _Text) -> _Text:
     return text[:0].join([*out, text[at:]])
 
 
-def normalise_request(
-    payload: dict[str, Any], provider: str, server: str | None = None
-) -> dict[str, Any]:
+def normalise_request(payload: dict[str, Any], provider: str) -> dict[str, Any]:
     """Mend what frameworks send and a local llama.cpp server mishandles; leave the rest.
-    (``server``: the local server; llama-server takes ``tool_choice: "required"`` and
-    OpenAI's ``json_schema`` response format as they are, so those two stay.)
+    (The two 500s below were llama.cpp's before the release the xllamacpp pin holds, which
+    takes both; the mends stay for a ``llama-server`` binary of an older release.)
 
     * an assistant message with ``tool_calls`` and ``content`` null/absent gets ``""``
-      (llama.cpp answers 500 otherwise);
+      (llama.cpp answered 500);
     * ``max_completion_tokens`` (what newer OpenAI clients send) becomes ``max_tokens`` for
       llama.cpp, which ignores the new name and would generate without a limit;
-    * ``tool_choice: "required"`` becomes ``"auto"`` for llama.cpp: its
-      chatml-function-calling handler answers 500 to "required", and its "auto" is already
-      a grammar-constrained choice between a tool call and a message;
-    * OpenAI's ``response_format: {"type": "json_schema", "json_schema": {"schema": S}}``
-      becomes llama.cpp's ``{"type": "json_object", "schema": S}`` (same grammar-constrained
-      decoding, another spelling);
     * a tool or system message whose content is a list of text parts (OpenAI accepts that;
       langchain-mcp-adapters sends MCP tool results so) becomes their joined text for
-      llama.cpp, whose request model takes only a string there (it answers 500).
+      llama.cpp, whose request model took only a string there (it answered 500).
+
+    llama.cpp's server takes ``tool_choice: "required"`` and OpenAI's ``json_schema``
+    response format as they are, so those stay.
     """
     for msg in payload.get("messages", []):
         if msg.get("role") == "assistant" and msg.get("tool_calls") and not msg.get("content"):
@@ -153,14 +148,6 @@ def normalise_request(
         if "max_completion_tokens" in payload:
             limit = payload.pop("max_completion_tokens")
             payload.setdefault("max_tokens", limit)
-        if server == "llama-server":
-            return payload
-        if payload.get("tool_choice") == "required":
-            payload["tool_choice"] = "auto"
-        fmt = payload.get("response_format")
-        if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
-            schema = (fmt.get("json_schema") or {}).get("schema", {})
-            payload["response_format"] = {"type": "json_object", "schema": schema}
     return payload
 
 
@@ -304,9 +291,7 @@ class Gateway(StartStop):
                 {"error": {"message": message, "type": "unknown_run"}}, status_code=404
             )
         try:
-            payload = normalise_request(
-                await request.json(), self.endpoint.provider, self.endpoint.server
-            )
+            payload = normalise_request(await request.json(), self.endpoint.provider)
         except json.JSONDecodeError as exc:
             return JSONResponse({"error": {"message": f"bad JSON: {exc}"}}, status_code=400)
         if payload.get("stream"):

