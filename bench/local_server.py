@@ -11,14 +11,15 @@ cache), as the default experiment's agent runs them.
    and the share of interact replies (requests that offer tools) holding a valid tool call
    (an offered name, arguments that parse as a JSON object).
 2. **Replay**: the requests recorded on the compiled server, sent again in the same order to
-   each server (so both see the same prompts): prompt tokens/s, generation tokens/s and the
+   each server (so both see the same prompts), ``--replays`` rounds alternating between the
+   servers: the median of the rounds' wall time, prompt tokens/s, generation tokens/s and
    share of prompt tokens served from the cache, from the ``timings`` llama.cpp's server
    puts on every reply.
 3. **Judge**: the default judge (Gemma-3-270M, the default judge settings, one attempt) on
    each server over the compiled server's runs: seconds per judgement and how many parsed.
 
     .venv/bin/python bench/local_server.py [--tasks 3] [--max-steps 2] [--parallel 2]
-        [--threads N] [--native PATH] [--no-judge] [--save out.json]
+        [--threads N] [--native PATH] [--replays 3] [--no-judge] [--save out.json]
 
 One run per server on a noisy machine: read the ratios (prebuilt/compiled), not the
 absolute figures. The default is the prebuilt server unless the compiled one is more than
@@ -194,6 +195,19 @@ def judge_with(server: str, traces: list, work: Path) -> dict[str, Any]:
     }
 
 
+def _median_round(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each measure's median over the replay rounds, and every round's wall time."""
+    import statistics
+
+    keys = [k for k, v in rounds[0].items() if isinstance(v, int | float)]
+    median = {
+        k: statistics.median(r[k] for r in rounds) if all(r[k] is not None for r in rounds)
+        else None
+        for k in keys
+    }  # fmt: skip
+    return {**median, "round_wall_s": [round(r["wall_s"], 1) for r in rounds]}
+
+
 def _cell(value: Any) -> str:
     return f"{value:10.3f}" if isinstance(value, float) else f"{value!s:>10}"
 
@@ -212,6 +226,9 @@ def main() -> None:
         "--native",
         type=Path,
         help="the compiled llama-server to compare (default: the one make llama-native built)",
+    )
+    ap.add_argument(
+        "--replays", type=int, default=3, help="replay rounds, alternating servers (median)"
     )
     ap.add_argument("--save", type=Path)
     ap.add_argument("--no-judge", action="store_true", help="skip the judge comparison")
@@ -234,9 +251,14 @@ def main() -> None:
             print(f"[{name}] runs ...", file=sys.stderr, flush=True)
             out[name] = {"run": run_default(options, args.tasks, args.max_steps, work)}
         recorded = out["compiled"]["run"]["requests"]
-        for name, options in servers.items():
-            print(f"[{name}] replay of {len(recorded)} requests ...", file=sys.stderr, flush=True)
-            out[name]["replay"] = replay(options, recorded, Path(tmp) / name)
+        rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in servers}
+        for k in range(args.replays):  # alternating, so drift of the machine hits both
+            for name, options in servers.items():
+                print(f"[{name}] replay {k + 1} of {len(recorded)} requests ...",
+                      file=sys.stderr, flush=True)  # fmt: skip
+                rounds[name].append(replay(options, recorded, Path(tmp) / name))
+        for name in servers:
+            out[name]["replay"] = _median_round(rounds[name])
         traces = out["compiled"]["run"]["traces"]
         for name in () if args.no_judge else servers:
             print(f"[{name}] judge, {len(traces)} runs ...", file=sys.stderr, flush=True)
@@ -263,6 +285,7 @@ def main() -> None:
         ratio = f"{b / a:8.2f}" if isinstance(a, int | float) and a and b is not None else ""
         print(f"{label:36} {_cell(a)} {_cell(b)} {ratio}")
     for name in servers:
+        print(f"{name} replay rounds, wall s: {out[name]['replay']['round_wall_s']}")
         print(f"{name} node sequences: {out[name]['run']['node_sequences']}")
     if args.save:
         args.save.write_text(json.dumps(out, indent=2))
