@@ -121,9 +121,7 @@ def test_response_cache_keys_differ_by_local_server():
     assert native.cache_provider == "local/llama-server"
     assert Endpoint("openai_compatible", "http://x/v1", "m").cache_provider == "openai_compatible"
     template = str(REPO / "config/chat_templates/chatml-forced-choice.jinja")
-    forced = Endpoint(
-        "local", "http://x/v1", "m", server="xllamacpp", tool_call_template=template
-    )
+    forced = Endpoint("local", "http://x/v1", "m", server="xllamacpp", tool_call_template=template)
     assert forced.cache_provider.startswith("local/xllamacpp/forced-choice:")
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from mastif.providers.forced_choice import ForcedChoice, choice_grammar
+from mastif.providers.forced_choice import COMPACT_JSON, ForcedChoice, choice_grammar
 from tests.support.paths import REPO
 
 TEMPLATE = REPO / "config" / "chat_templates" / "chatml-forced-choice.jinja"
@@ -153,7 +153,10 @@ def test_a_chosen_tool_gets_its_arguments_under_its_schema():
         '"message:"' in choice_req["grammar"] and '"functions.web_search:"' in choice_req["grammar"]
     )
     assert args_req["prompt"] == choice_req["prompt"] + "functions.web_browser:\n"
-    assert args_req["json_schema"] == BROWSER["function"]["parameters"]
+    assert args_req["json_schema"] == {
+        **BROWSER["function"]["parameters"],
+        "x-guidance": COMPACT_JSON,
+    }
     assert args_req["temperature"] == 0.7 and args_req["max_tokens"] == 96
     body = r.json()
     (call,) = body["choices"][0]["message"]["tool_calls"]
