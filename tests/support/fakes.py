@@ -166,9 +166,8 @@ class RecordingProxy:
     @classmethod
     def for_server(cls, server: Any) -> RecordingProxy:
         """In front of a running ``LocalServer``, doing what the gateway does for its model
-        (its server's mends, its tool calls by a forced first choice)."""
-        options = server.spec.options
-        return cls(server.base_url, options.server, options.tool_call_template)
+        (its mends for llama.cpp, its tool calls by a forced first choice)."""
+        return cls(server.base_url, server.spec.options.tool_call_template)
 
     @property
     def base_url(self) -> str:

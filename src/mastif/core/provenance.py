@@ -175,20 +175,24 @@ class Provenance:
 
 
 def collect_provenance(
-    framework: Any, protocol: str, provider: str, local_server: str | None = None
+    framework: Any,
+    protocol: str,
+    provider: str,
+    local_server: str | None = None,
+    native_server_version: str | None = None,
 ) -> Provenance:
     """The versions behind a stack job's runs: call once per job, before its runs.
-    ``local_server``: a local model's ``options.server``."""
+    ``local_server``: a local model's ``options.server``; ``native_server_version``: for
+    ``llama-server``, what its build wrote beside it
+    (:func:`mastif.providers.local.native_server_source`; None: unknown)."""
     commit, dirty = mastif_checkout()
     server = MODEL_SERVERS.get(provider)
     server_version = package_version(server) if server else None
     if provider == "local" and local_server == "llama-server":
         # compiled by `make llama-native` from the llama.cpp tree vendored in the sdist of
         # the xllamacpp release the lock pins; what it reports of itself is its build
-        from mastif.providers.local import native_server_source
-
         server = "llama-server"
-        server_version = native_server_source()
+        server_version = native_server_version
     used = stack_packages(framework, protocol)
     return Provenance(
         mastif_version=package_version("mastif"),

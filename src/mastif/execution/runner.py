@@ -446,8 +446,13 @@ def _checked_framework(
     spec = config.models[stack.model]
     framework = get_framework(stack.framework)
     check_framework(framework)
+    native = None
+    if spec.provider == "local" and spec.options.server == "llama-server":
+        from mastif.providers.local import native_server_source
+
+        native = native_server_source()
     versions = collect_provenance(
-        framework, stack.protocol, spec.provider, spec.options.server
+        framework, stack.protocol, spec.provider, spec.options.server, native
     ).columns()
     log.info("stack %s: versions %s", stack.path, {k: v for k, v in versions.items() if v})
     return framework, versions
