@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from mastif.providers.forced_choice import COMPACT_JSON, ForcedChoice, choice_grammar
+from mastif.providers.forced_choice import COMPACT_JSON, ForcedChoice, choice_grammar, closed
 from tests.support.paths import REPO
 
 TEMPLATE = REPO / "config" / "chat_templates" / "chatml-forced-choice.jinja"
@@ -155,8 +155,10 @@ def test_a_chosen_tool_gets_its_arguments_under_its_schema():
     assert args_req["prompt"] == choice_req["prompt"] + "functions.web_browser:\n"
     assert args_req["json_schema"] == {
         **BROWSER["function"]["parameters"],
+        "additionalProperties": False,
         "x-guidance": COMPACT_JSON,
     }
+    assert "additionalProperties" not in BROWSER["function"]["parameters"]
     assert args_req["temperature"] == 0.7 and args_req["max_tokens"] == 96
     body = r.json()
     (call,) = body["choices"][0]["message"]["tool_calls"]
@@ -171,6 +173,38 @@ def test_a_chosen_tool_gets_its_arguments_under_its_schema():
         "prompt_tokens_details": {"cached_tokens": 60},
     }
     assert body["timings"]["prompt_n"] == 80 and body["timings"]["cache_n"] == 60
+
+
+def test_objects_that_declare_properties_are_closed_to_others():
+    schema = {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string"},
+            "filters": {"type": "object", "properties": {"site": {"type": "string"}}},
+            "pages": {"type": "array", "items": {"type": "object", "properties": {"n": {}}}},
+            "either": {"anyOf": [{"type": "object", "properties": {"a": {}}}, {"type": "null"}]},
+            "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+            "free": {"type": "object"},
+        },
+        "$defs": {"Ref": {"type": "object", "properties": {"id": {"type": "integer"}}}},
+    }
+    before = json.dumps(schema, sort_keys=True)
+    out = closed(schema)
+    assert json.dumps(schema, sort_keys=True) == before  # the tool's own schema is untouched
+    props = out["properties"]
+    assert out["additionalProperties"] is False
+    assert props["filters"]["additionalProperties"] is False
+    assert props["pages"]["items"]["additionalProperties"] is False
+    assert props["either"]["anyOf"][0]["additionalProperties"] is False
+    assert props["either"]["anyOf"][1] == {"type": "null"}
+    # what a schema says of extra properties stands; an object with no declared properties
+    # (a free-form map) stays open
+    assert props["headers"]["additionalProperties"] == {"type": "string"}
+    assert props["free"] == {"type": "object"}
+    assert out["$defs"]["Ref"]["additionalProperties"] is False
+    assert closed({"type": "object", "properties": {}}) == {"type": "object", "properties": {}}
+    open_ = {"type": "object", "properties": {"a": {}}, "additionalProperties": True}
+    assert closed(open_) == open_
 
 
 def test_a_chosen_message_is_free_text():

@@ -75,6 +75,46 @@ def choice_grammar(names: list[str], allow_message: bool) -> str:
     return "root ::= " + " | ".join(options) + "\n"
 
 
+#: schema keywords whose value is one subschema, a list of them, or a name → subschema map
+_ONE = ("items", "additionalItems", "not", "if", "then", "else", "contains")
+_LIST = ("anyOf", "oneOf", "allOf", "prefixItems")
+_MAP = ("properties", "$defs", "definitions", "dependentSchemas")
+
+
+def closed(schema: Any) -> Any:
+    """The schema with every object that lists its ``properties`` closed to others.
+
+    JSON Schema lets an object carry undeclared properties unless ``additionalProperties``
+    says otherwise, and most tool schemas say nothing, so under a schema-constrained decoder
+    SmolLM2 invented ``type``, ``description`` or whole sub-schemas beside the declared
+    arguments: Semantic Kernel refused such calls (6 of 48 in a default run) and one ran into
+    max_tokens. A tool's declared properties are its signature, so the arguments keep to
+    them; an object that declares no properties, or says what extra ones may be, stays as
+    it is. The input is not modified.
+    """
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    for key in _ONE:
+        if isinstance(out.get(key), dict):
+            out[key] = closed(out[key])
+    for key in _LIST:
+        if isinstance(out.get(key), list):
+            out[key] = [closed(sub) for sub in out[key]]
+    for key in _MAP:
+        if isinstance(out.get(key), dict):
+            out[key] = {name: closed(sub) for name, sub in out[key].items()}
+    if (
+        isinstance(out.get("properties"), dict)
+        and out["properties"]
+        and "additionalProperties" not in out
+        and "patternProperties" not in out
+        and "unevaluatedProperties" not in out
+    ):
+        out["additionalProperties"] = False
+    return out
+
+
 class ForcedChoice:
     """``await ForcedChoice(path).complete(client, payload)``: an ``httpx.Response`` holding
     an OpenAI chat completion; ``client`` is based at the server's ``/v1``."""
@@ -131,7 +171,7 @@ class ForcedChoice:
             if payload.get(key) is not None:
                 follow_up[key] = payload[key]
         if name is not None:
-            params = tools[name]["function"].get("parameters") or {"type": "object"}
+            params = closed(tools[name]["function"].get("parameters") or {"type": "object"})
             # compact JSON: llguidance (the prebuilt server's schema engine) otherwise lets the
             # model pad the arguments with newlines and indents, which ran SmolLM2's calls
             # into max_tokens, cut mid-string (10 of 42 calls in a default run); llama.cpp's
