@@ -1,12 +1,12 @@
-"""Tool calls for small chat models on llama-server, by a forced first choice.
+"""Tool calls for small chat models on llama.cpp's server, by a forced first choice.
 
-llama-server's own tool calling (the chat template's format, a grammar that starts once the
+llama.cpp's own tool calling (the chat template's format, a grammar that starts once the
 model writes the call marker) lets a model write prose first, and a 135M model does: with
 SmolLM2 0-17% of interact replies held a call (bench/local_server.py). llama-cpp-python's
-``chatml-function-calling`` gets ~75% because it makes the model *choose* how its reply
-begins, under a grammar, before it writes anything. This module does the same on
-llama-server (``models.<id>.options.tool_call_template``), from the gateway, for a request
-that offers tools:
+``chatml-function-calling`` (mastif's earlier server) got ~75% because it makes the model
+*choose* how its reply begins, under a grammar, before it writes anything. This module does
+the same on llama.cpp's server, prebuilt or compiled (``models.<id>.options.
+tool_call_template``), from the gateway, for a request that offers tools:
 
 1. render the conversation with the template (``config/chat_templates/
    chatml-forced-choice.jinja``): the tools listed in the system turn, replies beginning with
@@ -14,13 +14,15 @@ that offers tools:
 2. one greedy completion under a grammar allowing only those beginnings (``tool_choice:
    required`` drops ``message:``; a named tool skips the step);
 3. a second completion from the chosen beginning, at the request's sampling settings: a
-   tool call's arguments constrained to the tool's JSON schema, or the message's text.
+   tool call's arguments constrained to the tool's JSON schema (objects closed to undeclared
+   properties, compact JSON: see :func:`closed`), or the message's text.
 
-Both go to llama-server's OpenAI-compatible ``/completions``; the second prompt extends the
+Both go to the server's OpenAI-compatible ``/completions``; the second prompt extends the
 first, so the slot evaluates only the chosen beginning. The reply is an OpenAI chat
-completion with one tool call or a message. Its usage: ``prompt_tokens`` the first completion's
-prompt (the rendered one; with a named tool, that plus the call's beginning), ``completion_tokens`` what the model wrote in both steps; ``timings`` add up what
-both evaluated and generated, ``cache_n`` only the first step's (prefix reuse from earlier
+completion with one tool call or a message. Its usage: ``prompt_tokens`` the first
+completion's prompt (the rendered one; with a named tool, that plus the call's beginning),
+``completion_tokens`` what the model wrote in both steps; ``timings`` add up what both
+evaluated and generated, ``cache_n`` only the first step's (prefix reuse from earlier
 requests, not step 3 reading step 2's prompt). A sub-request that fails is returned as it
 is, so the gateway retries it like any other.
 """

@@ -17,7 +17,7 @@ two builds (``options.server``):
 
 Both take the same command line (built once, :meth:`LocalServer.server_options`). The
 server runs as a child process on a free loopback port, in its own process group, with its
-output in a log file. It is stopped when the ``with`` block ends; on Linux the kernel also
+output in a log file, and none of the harness's secrets in its environment. It is stopped when the ``with`` block ends; on Linux the kernel also
 kills it (SIGKILL) if this process dies without cleaning up, so no orphan survives a killed
 job.
 """
@@ -131,6 +131,25 @@ def native_server_source() -> str | None:
         return None
 
 
+#: the harness's variables the model server keeps: where programs and the venv are, the
+#: locale, and llama.cpp's / OpenMP's own tuning; none that can hold a secret
+SERVER_ENV_KEPT = ("PATH", "HOME", "TMPDIR", "TZ", "LANG", "LC_ALL", "PYTHONPATH", "VIRTUAL_ENV",
+                   "LD_LIBRARY_PATH")  # fmt: skip
+SERVER_ENV_PREFIXES = ("GGML_", "LLAMA_", "OMP_")
+
+
+def server_environment() -> dict[str, str]:
+    """The model server's whole environment: only :data:`SERVER_ENV_KEPT` and llama.cpp's /
+    OpenMP's variables of the harness's, so provider keys and tokens (``envvars``) never
+    reach a process that loads model files and listens on a port (as issue 37 did for
+    Chromium)."""
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if name in SERVER_ENV_KEPT or name.startswith(SERVER_ENV_PREFIXES)
+    }
+
+
 class LocalServer(StartStop):
     """``with LocalServer(spec, log_path) as s:`` — a healthy server at ``s.base_url``."""
 
@@ -194,6 +213,7 @@ class LocalServer(StartStop):
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
+                env=server_environment(),
                 preexec_fn=_die_with_parent,
             )
         finally:
