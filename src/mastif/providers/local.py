@@ -18,9 +18,9 @@ two builds (``options.server``):
 
 Both take the same command line (built once, :meth:`LocalServer.server_options`). The
 server runs as a child process on a free loopback port, in its own process group, with its
-output in a log file, and none of the harness's secrets in its environment. It is stopped when the ``with`` block ends; on Linux the kernel also
-kills it (SIGKILL) if this process dies without cleaning up, so no orphan survives a killed
-job.
+output in a log file, and none of the harness's secrets in its environment. It is stopped
+when the ``with`` block ends; on Linux the kernel also kills it (SIGKILL) if this process
+dies without cleaning up, so no orphan survives a killed job.
 """
 
 from __future__ import annotations
