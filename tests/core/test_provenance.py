@@ -24,6 +24,7 @@ from mastif.core.provenance import (
     check_private_members,
     collect_provenance,
     mastif_checkout,
+    model_server_name,
     stack_packages,
     version_column,
 )
@@ -104,6 +105,21 @@ def test_versions_follow_what_the_stack_uses():
     # the server behind a remote endpoint is unknown: null, never a made-up value
     assert remote["model_server"] is None and remote["model_server_version"] is None
     assert "" not in remote.values()
+
+    native = collect_provenance(framework, "standard", "local", "llama-server", "b1234 x").columns()
+    assert native["model_server"] == "llama-server" and native["model_server_version"] == "b1234 x"
+    # the build wrote nothing beside it: unknown, not the wheel's version
+    unknown = collect_provenance(framework, "standard", "local", "llama-server").columns()
+    assert unknown["model_server"] == "llama-server" and unknown["model_server_version"] is None
+
+
+def test_the_model_server_is_named_by_provider_and_build():
+    assert model_server_name("local") == "xllamacpp"
+    assert model_server_name("local", "xllamacpp") == "xllamacpp"
+    assert model_server_name("local", "llama-server") == "llama-server"
+    assert model_server_name("scripted") == "mastif"
+    # options.server means nothing to a remote endpoint, whose server is unknown
+    assert model_server_name("openai_compatible", "llama-server") is None
 
 
 def test_the_commit_is_this_checkouts():

@@ -174,6 +174,16 @@ class Provenance:
         return row
 
 
+def model_server_name(provider: str, local_server: str | None = None) -> str | None:
+    """The model server a provider's requests reach (None: a remote endpoint's, unknown
+    here). ``local_server``: a local model's ``options.server``; ``llama-server`` is compiled
+    by `make llama-native` from the llama.cpp tree vendored in the sdist of the xllamacpp
+    release the lock pins."""
+    if provider == "local" and local_server == "llama-server":
+        return "llama-server"
+    return MODEL_SERVERS.get(provider)
+
+
 def collect_provenance(
     framework: Any,
     protocol: str,
@@ -186,13 +196,12 @@ def collect_provenance(
     ``llama-server``, what its build wrote beside it
     (:func:`mastif.providers.local.native_server_source`; None: unknown)."""
     commit, dirty = mastif_checkout()
-    server = MODEL_SERVERS.get(provider)
-    server_version = package_version(server) if server else None
-    if provider == "local" and local_server == "llama-server":
-        # compiled by `make llama-native` from the llama.cpp tree vendored in the sdist of
-        # the xllamacpp release the lock pins; what it reports of itself is its build
-        server = "llama-server"
+    server = model_server_name(provider, local_server)
+    if server == "llama-server":
+        # a build, not a package: what its build wrote beside it
         server_version = native_server_version
+    else:
+        server_version = package_version(server) if server else None
     used = stack_packages(framework, protocol)
     return Provenance(
         mastif_version=package_version("mastif"),
@@ -303,6 +312,7 @@ __all__ = [
     "check_framework",
     "check_private_members",
     "collect_provenance",
+    "model_server_name",
     "mastif_checkout",
     "package_version",
     "stack_packages",

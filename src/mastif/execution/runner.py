@@ -32,7 +32,7 @@ from tqdm import tqdm
 from mastif.core.atomic import append_lines, read_json_lines
 from mastif.core.config import ExperimentConfig, GenerationSpec, Stack
 from mastif.core.logsetup import log_to
-from mastif.core.provenance import check_framework, collect_provenance
+from mastif.core.provenance import check_framework, collect_provenance, model_server_name
 from mastif.core.timing import decompose
 from mastif.core.trace import RunTrace, usage_totals
 from mastif.execution.budget import BudgetGate, BudgetReached, run_bounds
@@ -447,7 +447,7 @@ def _checked_framework(
     framework = get_framework(stack.framework)
     check_framework(framework)
     native = None
-    if spec.provider == "local" and spec.options.server == "llama-server":
+    if model_server_name(spec.provider, spec.options.server) == "llama-server":
         from mastif.providers.local import native_server_source
 
         native = native_server_source()
