@@ -4,14 +4,20 @@
 # compilers on PATH wrapped so that each invocation is logged: the log shows whether set-up
 # compiled anything.
 #
-#     bash bench/fresh_machine.sh [REF] [setup|run]     (default: HEAD run)
+#     bash bench/fresh_machine.sh [REF] [setup|run] [xllamacpp|llama-server]
+#                                                       (default: HEAD run xllamacpp)
 #
 # Prints the wall time of `make setup` and, for `run`, of the whole `make run` after it, and
-# every compiler invocation (none: "compilers invoked: 0"). Machine-wide installs (Debian's
-# Chromium, Node) are left as they are. One run on a noisy machine: a rough figure.
+# every compiler invocation (none: "compilers invoked: 0"). With `llama-server` set-up also
+# runs `make llama-native` (timed with it) and the default's models use the compiled server:
+# what a fresh machine would pay if the compiled build were the default. Machine-wide
+# installs (Debian's Chromium, Node) are left as they are. One run on a noisy machine: a
+# rough figure.
 set -euo pipefail
 ref=${1:-HEAD}
 what=${2:-run}
+server=${3:-xllamacpp}
+case "$server" in xllamacpp|llama-server) ;; *) echo "server must be xllamacpp or llama-server, not '$server'" >&2; exit 2;; esac
 repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/mastif-fresh-XXXXXX)
 git clone -q "$repo" "$work/clone" && git -C "$work/clone" checkout -q "$ref"
@@ -26,11 +32,16 @@ done
 export HOME="$work/home" PATH="$work/shims:$PATH"
 unset MASTIF_CACHE UV_CACHE_DIR XDG_CACHE_HOME
 cd "$work/clone"
-echo "fresh machine: $(git rev-parse --short HEAD) in $work"
+echo "fresh machine: $(git rev-parse --short HEAD) in $work, model server $server"
 start=$(date +%s)
 make setup >"$work/setup.log" 2>&1 || { tail -30 "$work/setup.log"; exit 1; }
+if [ "$server" = llama-server ]; then
+    make llama-native >>"$work/setup.log" 2>&1 || { tail -30 "$work/setup.log"; exit 1; }
+    sed -i 's/^\(      server:\) xllamacpp$/\1 llama-server/' config/config.yaml
+    grep -q '^      server: llama-server$' config/config.yaml || { echo "config/config.yaml names no xllamacpp server to switch" >&2; exit 1; }
+fi
 setup_s=$(( $(date +%s) - start ))
-echo "make setup: $((setup_s / 60)) min $((setup_s % 60)) s (log $work/setup.log)"
+echo "make setup$([ "$server" = llama-server ] && echo " + make llama-native"): $((setup_s / 60)) min $((setup_s % 60)) s (log $work/setup.log)"
 if [ "$what" = run ]; then
     make run >"$work/run.log" 2>&1 || { tail -30 "$work/run.log"; exit 1; }
     total_s=$(( $(date +%s) - start ))
