@@ -11,9 +11,10 @@ CHROMIUM ?= /usr/bin/chromium
 # llama.cpp's server comes prebuilt in the xllamacpp wheel (requirements.lock): set-up compiles
 # nothing. `make llama-native` compiles the same llama.cpp release (the tree vendored in the
 # xllamacpp sdist, MIT) for this CPU into $(BIN)/llama-server, for options.server:
-# llama-server; prompts 1.25x as fast here, the default run 1.17-1.36x, docs/providers.md. Its flags: the
-# instruction sets /proc/cpuinfo lists, but never AMX: where the CPU reports AMX and the
-# sandbox kernel does not grant it, a -march=native build dies with SIGILL (tilezero) on its
+# llama-server; here the prebuilt took 1.25x as long on the same requests, 1.24-1.30x on
+# warm default runs, 0.86x on a fresh machine's first (set-up included): docs/providers.md.
+# Its flags: the instruction sets /proc/cpuinfo lists, but never AMX: where the CPU reports
+# AMX and the sandbox kernel does not grant it, a -march=native build dies with SIGILL (tilezero) on its
 # first completion (seen on these machines).
 ifeq ($(shell uname -m),x86_64)
 CPU_FLAGS := $(shell grep -m1 '^flags' /proc/cpuinfo)

@@ -11,10 +11,11 @@ two builds (``options.server``):
   registry; nothing is compiled.
 - ``llama-server``: the same llama.cpp release (the xllamacpp sdist's vendored tree)
   compiled for this machine's instruction sets by ``make llama-native`` and installed next
-  to the venv's Python. Opt-in: on these machines it evaluated prompts 1.25x as fast, but the
-  whole default run took 1.17x as long on the prebuilt build in a first pair of runs and
-  1.36x in the latest, around the 1.25x that would justify a compiler in every set-up
-  (``bench/local_server.py``, docs/providers.md; the default is open in issue 41).
+  to the venv's Python. Opt-in: on these machines it served the same requests 1.25x as fast
+  and warm default runs took 1.24x-1.30x as long on the prebuilt build, at the 1.25x that
+  would justify a compiler in every set-up, while on a fresh machine the prebuilt run
+  finishes first (``bench/local_server.py``, ``bench/fresh_machine.sh``; docs/providers.md,
+  "Which build is the default").
 
 Both take the same command line (built once, :meth:`LocalServer.server_options`). The
 server runs as a child process on a free loopback port, in its own process group, with its
