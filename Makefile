@@ -14,8 +14,8 @@ CHROMIUM ?= /usr/bin/chromium
 # llama-server; here the prebuilt took 1.25x as long on the same requests, 1.24-1.30x on
 # warm default runs, 0.86x on a fresh machine's first (set-up included): docs/providers.md.
 # Its flags: the instruction sets /proc/cpuinfo lists, but never AMX: where the CPU reports
-# AMX and the sandbox kernel does not grant it, a -march=native build dies with SIGILL (tilezero) on its
-# first completion (seen on these machines).
+# AMX and the sandbox kernel does not grant it, a -march=native build dies with SIGILL
+# (tilezero) on its first completion (seen on these machines).
 ifeq ($(shell uname -m),x86_64)
 CPU_FLAGS := $(shell grep -m1 '^flags' /proc/cpuinfo)
 has = $(if $(filter $(1),$(CPU_FLAGS)),ON,OFF)
