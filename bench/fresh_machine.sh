@@ -17,7 +17,11 @@ set -euo pipefail
 ref=${1:-HEAD}
 what=${2:-run}
 server=${3:-xllamacpp}
-case "$server" in xllamacpp|llama-server) ;; *) echo "server must be xllamacpp or llama-server, not '$server'" >&2; exit 2;; esac
+case "$server" in
+    xllamacpp) setup_steps="make setup" ;;
+    llama-server) setup_steps="make setup + make llama-native" ;;
+    *) echo "server must be xllamacpp or llama-server, not '$server'" >&2; exit 2 ;;
+esac
 repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/mastif-fresh-XXXXXX)
 git clone -q "$repo" "$work/clone" && git -C "$work/clone" checkout -q "$ref"
@@ -38,10 +42,11 @@ make setup >"$work/setup.log" 2>&1 || { tail -30 "$work/setup.log"; exit 1; }
 if [ "$server" = llama-server ]; then
     make llama-native >>"$work/setup.log" 2>&1 || { tail -30 "$work/setup.log"; exit 1; }
     sed -i 's/^\(      server:\) xllamacpp$/\1 llama-server/' config/config.yaml
-    grep -q '^      server: llama-server$' config/config.yaml || { echo "config/config.yaml names no xllamacpp server to switch" >&2; exit 1; }
+    grep -q '^      server: llama-server$' config/config.yaml ||
+        { echo "config/config.yaml names no xllamacpp server to switch" >&2; exit 1; }
 fi
 setup_s=$(( $(date +%s) - start ))
-echo "make setup$([ "$server" = llama-server ] && echo " + make llama-native"): $((setup_s / 60)) min $((setup_s % 60)) s (log $work/setup.log)"
+echo "$setup_steps: $((setup_s / 60)) min $((setup_s % 60)) s (log $work/setup.log)"
 if [ "$what" = run ]; then
     make run >"$work/run.log" 2>&1 || { tail -30 "$work/run.log"; exit 1; }
     total_s=$(( $(date +%s) - start ))
