@@ -2,7 +2,7 @@
 
 The response cache keys a request with the sandbox's ``127.0.0.1:PORT`` replaced by a
 stand-in (``Gateway.volatile``), which works only where the origin is whole. Prompts carry
-clipped tool results (``format_history``) and tools truncated pages (``_truncate``): a
+clipped tool results (``format_history``) and tools truncated pages (``clip_text``): a
 cut inside the port left ``127.0.0.1:4`` in one job and ``127.0.0.1:3`` in another, so
 the report call of a rerun missed the cache (the flaky
 ``test_cached_rerun_calls_no_model_and_reproduces_the_runs``).
@@ -15,10 +15,9 @@ import copy
 import pytest
 import yaml
 
-from mastif.core.textclip import head_at_word
+from mastif.core.textclip import clip_text, head_at_word
 from mastif.core.trace import NodeOutput, ToolCall
 from mastif.frameworks.plan import HISTORY_CHARS_PER_TOOL_RESULT, format_history
-from mastif.tools.builtin import _truncate
 from tests.support.paths import REPO
 
 STAND_IN = "sandbox.mastif.invalid"
@@ -51,7 +50,7 @@ def test_clipped_history_is_the_same_in_every_job(shift: int) -> None:
 
 @pytest.mark.parametrize("shift", range(0, 40))
 def test_truncated_tool_output_is_the_same_in_every_job(shift: int) -> None:
-    outputs = [neutral(_truncate(search_output(o, shift + 4), 700), o) for o in PORTS]
+    outputs = [neutral(clip_text(search_output(o, shift + 4), 700), o) for o in PORTS]
     assert outputs[0] == outputs[1]
     assert "[truncated " in outputs[0]
 

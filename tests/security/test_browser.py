@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import gc
 import hashlib
 import json
 import socket
@@ -34,6 +33,7 @@ from mastif.core.config import WebOptions
 from mastif.execution.webenv import WebEnvironment
 from mastif.tools import Tool, netpolicy
 from mastif.tools import browser as browser_mod
+from tests.support.memory import measured
 from tests.support.servers import QuietHandler, Served, serve
 
 # the Chromium cases are slow; the proxy's own bounds need no browser and stay fast
@@ -408,32 +408,6 @@ def test_dns_rebinding_connects_to_the_checked_address(tools, web, forbidden, mo
 # ------------------------------------------- the page listing's bounds (issue 37, item 2)
 
 
-def _peak_kb(pid: int | str = "self") -> int:
-    """The process's peak resident set (VmHWM) in kB."""
-    with open(f"/proc/{pid}/status") as status:
-        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
-
-
-def _reset_peak(pid: int | str = "self") -> bool:
-    """Reset the peak to the current resident set (Linux >= 4.0); False if refused."""
-    try:
-        with open(f"/proc/{pid}/clear_refs", "w") as clear:
-            clear.write("5")
-    except OSError:
-        return False
-    return True
-
-
-def _driver_pid() -> int | None:
-    """Playwright's node driver: a child of this process."""
-    psutil = pytest.importorskip("psutil")
-    for child in psutil.Process().children():
-        with contextlib.suppress(psutil.Error):
-            if "playwright" in " ".join(child.cmdline()):
-                return child.pid
-    return None
-
-
 def _listed_refs(listing: str) -> list[str]:
     return [line for line in listing.splitlines() if line.startswith("[")]
 
@@ -441,21 +415,11 @@ def _listed_refs(listing: str) -> list[str]:
 def _measured(tools: dict[str, Tool], url: str, run: str) -> tuple[Any, float, float, float]:
     """The web_browser call's result, time (s), and peak resident growth (MB) of this
     process and of the Playwright driver (nan if it cannot be measured)."""
-    gc.collect()
-    driver = _driver_pid()
-    if not _reset_peak():
-        pytest.skip("/proc/self/clear_refs cannot reset the peak resident set here")
-    base = _peak_kb()
-    driver_base = _peak_kb(driver) if driver is not None and _reset_peak(driver) else None
-    started = time.monotonic()
-    result = tools["web_browser"].invoke({"url": url}, run)
-    elapsed = time.monotonic() - started
-    growth = (_peak_kb() - base) / 1024
-    driver_growth = (
-        (_peak_kb(driver) - driver_base) / 1024 if driver_base is not None else float("nan")
+    result, cost = measured(lambda: tools["web_browser"].invoke({"url": url}, run))
+    print(
+        f"{url}: {cost.seconds:.2f} s, peak +{cost.harness_mb:.0f} MB, driver +{cost.driver_mb:.0f} MB"
     )
-    print(f"{url}: {elapsed:.2f} s, peak +{growth:.0f} MB, driver +{driver_growth:.0f} MB")
-    return result, elapsed, growth, driver_growth
+    return result, cost.seconds, cost.harness_mb, cost.driver_mb
 
 
 @CHROMIUM

@@ -19,6 +19,8 @@ import json
 import os
 import secrets
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -196,9 +198,61 @@ def test_typical_maths_still_works() -> None:
         ("x < 3", "simplify"): "x < 3",
         ("x == 3", "simplify"): "Eq(x, 3)",
         ("α^2", "diff"): "2*α",
+        ("max(2, 3)", "evaluate"): "3.00000000000000",
+        ("sqrt(2)", "evaluate"): "1.41421356237310",
+        ("exp(-x**2)", "integrate"): "sqrt(pi)*erf(x)/2",
+        ("log(x)", "diff"): "1/x",
+        ("Abs(x)", "simplify"): "Abs(x)",
+        ("2(x+1)", "expand"): "2*x + 2",
+        ("(x+1)(x-1)", "expand"): "x**2 - 1",
+        ("sin(x)cos(x)", "simplify"): "sin(2*x)/2",
+        # a constant before a parenthesis is a product, as a number is
+        ("pi(r+1)", "expand"): "pi*r + pi",
+        # names that are not called are plain variables, whatever they are called
+        ("rate*time", "simplify"): "rate*time",
+        ("eval + 1", "simplify"): "eval + 1",
     }
     for (expression, operation), expected in cases.items():
         assert compute_sympy(expression, operation, None) == expected, expression
+    # the caller's variable before a parenthesis is a product: the caller said it is one
+    assert compute_sympy("x(y+1)", "expand", "x") == "x*y + x"
+    assert compute_sympy("2x(x+1)", "factor", "x") == "2*x*(x + 1)"
+    assert compute_sympy("x(x-2) = 0", "solve", "x") == "[0, 2]"
+
+
+#: A name outside the allowlist written as a call, and the variable passed. Before the fix
+#: sympy made the name a Symbol and the call a product and the tool answered with success:
+#: ``isprime(7)`` was ``7*isprime``, ``eval(x)`` ``eval*x`` (issue 49).
+UNKNOWN_CALLS = [
+    ("isprime(7)", "isprime", None),
+    ("eval(x)", "eval", None),
+    ("factorint(12)", "factorint", None),
+    ("print(x)", "print", None),
+    ("open(x)", "open", None),
+    ("exec(x)", "exec", None),
+    ("nextprime (7)", "nextprime", None),
+    ("sin(x) + isprime(x)", "isprime", "x"),
+    ("2*divisors(x)^2", "divisors", "x"),
+    ("f(x)", "f", "x"),  # one letter before ( that is not the caller's variable
+    ("x(y+1)", "x", None),
+    ("2x(x+1)", "x", "y"),
+]
+
+
+@pytest.mark.parametrize(("expression", "name", "variable"), UNKNOWN_CALLS)
+def test_a_call_of_a_name_outside_the_allowlist_is_refused_by_name(
+    expression: str, name: str, variable: str | None
+) -> None:
+    for operation in ("simplify", "diff"):
+        arguments = {"expression": expression, "operation": operation}
+        if variable is not None:
+            arguments["variable"] = variable
+        result = SYMPY.invoke(arguments)
+        assert not result.ok, result.output
+        assert result.output == ""
+        assert f"'{name}' is not a known maths function" in (result.error or ""), result.error
+        if len(name) == 1:
+            assert f"write {name}*(...) for a product" in (result.error or ""), result.error
 
 
 def test_the_namespace_holds_no_printer_parser_or_string_function() -> None:
@@ -258,6 +312,30 @@ def test_every_child_starts_with_an_empty_environment(monkeypatch, limits) -> No
     monkeypatch.setenv("OPENAI_API_KEY", CANARY)
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
     assert run_isolated(_environment, (), 10, limits) == "{}"
+
+
+#: run in a Python started with the canary in its environment: what a child can read of
+#: the environment block the process was started with
+_PROC_ENVIRON_CHILD = """
+from mastif.tools.isolation import ChildLimits, run_isolated
+
+def read():
+    with open("/proc/self/environ", "rb") as f:
+        return f.read().decode("latin-1")
+
+print(run_isolated(read, (), 10, ChildLimits()))
+"""
+
+
+def test_a_child_cannot_read_the_harness_environment_from_proc(tmp_path) -> None:
+    # os.environ.clear() empties environ, but /proc/self/environ shows the block the
+    # process started with, which a fork child inherits: before, the canary was there
+    env = {"PATH": os.environ["PATH"], "OPENAI_API_KEY": CANARY}
+    shown = subprocess.run(
+        [sys.executable, "-c", _PROC_ENVIRON_CHILD],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    assert CANARY not in shown and "PATH=" not in shown, shown[:200]
 
 
 def test_a_child_without_network_cannot_connect_even_with_a_raw_socket() -> None:

@@ -8,10 +8,10 @@ import tempfile
 import httpx
 import pytest
 
+from mastif.core.textclip import MAX_TEXT_CHARS
 from mastif.tools import isolation
 from mastif.tools.base import ToolError
 from mastif.tools.builtin import (
-    MAX_OUTPUT_CHARS,
     PYTHON_REPL,
     ChildLimits,
     make_python_repl_tool,
@@ -65,7 +65,7 @@ def test_repl_exception_text_is_cut_in_the_child():
     result = PYTHON_REPL.invoke({"code": "raise ValueError('x' * 60_000_000)"})
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert not result.ok and result.error.startswith("ValueError: xxx")
-    assert len(result.error) <= 2 * MAX_OUTPUT_CHARS + 1024
+    assert len(result.error) <= 2 * MAX_TEXT_CHARS + 1024
     assert "truncated" in result.error
     assert grown_mb < 20, f"parent peak RSS grew {grown_mb:.0f} MB"
 
@@ -77,7 +77,7 @@ def _huge_reply() -> str:
 def test_child_reply_is_capped_before_the_parent_reads_it():
     # Before the fix run_isolated returned all 5_000_000 characters.
     text = run_isolated(_huge_reply, (), 10, ChildLimits())
-    assert len(text) <= 2 * MAX_OUTPUT_CHARS + 1024 + 100
+    assert len(text) <= 2 * MAX_TEXT_CHARS + 1024 + 100
 
 
 # --------------------------------------------------------------------------- sandbox app
@@ -139,6 +139,6 @@ def test_parent_refuses_an_oversized_reply_unread(monkeypatch):
     # A child whose own cut is bypassed (here: _truncate made a no-op, inherited at fork)
     # still cannot push more than _REPLY_CAP_BYTES into the parent. Before the fix the
     # parent unpickled all 5_000_000 characters.
-    monkeypatch.setattr(isolation, "truncate_output", lambda text, limit=0: text)
+    monkeypatch.setattr(isolation, "clip_text", lambda text, limit=0: text)
     with pytest.raises(ToolError, match="exceeds .* bytes; not read"):
         run_isolated(_huge_reply, (), 10, ChildLimits())

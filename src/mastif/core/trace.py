@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol
 import pyarrow as pa
 
 from mastif.core.config import Stack
+from mastif.core.textclip import clip_optional, clip_text
 
 RunStatus = Literal["ok", "error", "timeout"]
 #: the status of a run whose workflow returned its answer, without a timeout or an error;
@@ -48,6 +49,11 @@ class ToolCall:
     # not recorded (imported logs, rows written before mastif recorded it)
     started_s: float | None = None
 
+    def __post_init__(self) -> None:
+        # what a page or an imported log put here is stored cut (issue 49)
+        self.output = clip_text(self.output)
+        self.error = clip_optional(self.error)
+
 
 @dataclass
 class LLMCall:
@@ -68,6 +74,9 @@ class LLMCall:
     upstream_s: float | None = None
     queue_s: float | None = None
     backoff_s: float | None = None
+
+    def __post_init__(self) -> None:
+        self.error = clip_optional(self.error)
 
 
 class RunSubject(Protocol):
@@ -206,6 +215,10 @@ class RunTrace:
     openai_version: str | None = None
     #: packages of the stack with no column above (a plugin framework's): "name==version, ..."
     other_packages: str | None = None
+
+    def __post_init__(self) -> None:
+        # an exception's text can carry what a page or a model sent (issue 49)
+        self.error_message = clip_optional(self.error_message)
 
     @classmethod
     def of_task(

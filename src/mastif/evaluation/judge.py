@@ -29,6 +29,7 @@ import httpx
 import openai
 import polars as pl
 
+from mastif.core.textclip import clip_optional
 from mastif.providers import Gateway
 
 log = logging.getLogger(__name__)
@@ -312,7 +313,7 @@ def judge_one(
         "judge_attempts": attempts,
         "judge_seed": seed,
         "judge_temperature": settings.temperature,
-        "judge_error": error,
+        "judge_error": clip_optional(error),  # an unparseable reply is quoted in it
         # from API usage; null when a response did not report it
         "judge_prompt_tokens": known_sum([c.prompt_tokens for c in calls]),
         "judge_completion_tokens": known_sum([c.completion_tokens for c in calls]),

@@ -152,16 +152,16 @@ def tool_result_cap(tool_names: Sequence[str], page_chars: int) -> int:
 
     The web tools cut page text at ``page_chars`` (a browser tool's listing of links, fields
     and buttons after it is not counted); the built-in and knowledge tools cut their output
-    at :data:`mastif.tools.base.MAX_OUTPUT_CHARS`. Both say what they cut.
+    at :data:`mastif.core.textclip.MAX_TEXT_CHARS`. Both say what they cut.
     """
-    from mastif.tools.base import MAX_OUTPUT_CHARS, truncate_output
+    from mastif.core.textclip import MAX_TEXT_CHARS, clip_text
     from mastif.tools.web import WEB_TOOL_NAMES
 
     caps = [0]
     if any(n in WEB_TOOL_NAMES for n in tool_names):
         caps.append(len(_page_listing(page_chars)))
     if any(n not in WEB_TOOL_NAMES for n in tool_names):
-        caps.append(len(truncate_output("x" * (MAX_OUTPUT_CHARS + 1))))
+        caps.append(len(clip_text("x" * (MAX_TEXT_CHARS + 1))))
     return max(caps)
 
 

@@ -221,7 +221,7 @@ async def _attempt(
         final = await asyncio.wait_for(work, timeout=timeout_s)
     except Exception as exc:  # noqa: BLE001 - every failure becomes a row
         status, error_class = classify_error(exc)
-        error_message = f"{type(exc).__name__}: {exc}"[:2000]
+        error_message = f"{type(exc).__name__}: {exc}"  # RunTrace cuts it
         if status == "timeout":
             error_message = f"run exceeded timeout_s={timeout_s}"
     finally:

@@ -13,9 +13,12 @@ with no quote and no ``__`` could build a string of code from printer output and
 2. :func:`evaluate_tree` walks the tree itself: numbers, ``+ - * / // % **``, one
    comparison, tuples, and calls of a plain name from :func:`allowed_names`, an allowlist
    of maths functions and constants (no printer, parser, string, plotting, code-generation
-   or file function is in it). Strings exist only as the literal argument of ``Symbol``
-   (an identifier) and ``Float`` (a decimal numeral), and every value the walk produces
-   must be a sympy object, so no string ever reaches a sympy function;
+   or file function is in it). A name the model writes directly before ``(`` must be one
+   of those functions (:func:`_refuse_unknown_calls`, before the transformations, which
+   would make ``isprime(7)`` the product ``7*isprime``). Strings exist only as the
+   literal argument of ``Symbol`` (an identifier) and ``Float`` (a decimal numeral), and
+   every value the walk produces must be a sympy object, so no string ever reaches a
+   sympy function;
 3. the child that does it (:func:`~mastif.tools.isolation.run_isolated`) has an empty
    environment, no network, an empty working directory and CPU, memory and wall-clock
    limits.
@@ -25,13 +28,15 @@ from __future__ import annotations
 
 import ast
 import functools
+import itertools
 import operator
 import re
 import tokenize
 from collections.abc import Callable
 from typing import Any
 
-from mastif.tools.base import Tool, ToolError, object_schema, text_parameter, truncate_output
+from mastif.core.textclip import clip_text
+from mastif.tools.base import Tool, ToolError, object_schema, text_parameter
 from mastif.tools.isolation import ChildLimitExceeded, ChildLimits, run_isolated
 
 SYMPY_OPERATIONS: tuple[str, ...] = (
@@ -59,6 +64,9 @@ _EXTRA_NAMES = (
     "simplify", "expand", "factor", "cancel", "apart", "together", "trigsimp",
     "expand_trig", "expand_log", "powsimp", "N", "gcd", "lcm",
 )  # fmt: skip
+
+#: A few allowlisted functions, named when a call of an unknown name is refused.
+_EXAMPLE_FUNCTIONS = "sqrt, exp, log, sin, cos, tan, Abs, factorial, binomial and gcd"
 
 #: ``Float``'s literal, as sympy's number transformation writes it.
 _DECIMAL = re.compile(r"(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\Z")
@@ -112,7 +120,9 @@ def _transformation_names() -> dict[str, Any]:
     """What sympy's transformations are told is defined: the allowlist plus the names they
     write themselves (``Symbol('x')``, ``Float('2.5')``, ``Function('f')`` for an unknown
     name applied to arguments), so they write calls of those and not products with them.
-    Only :class:`_Walk` decides what those calls may do."""
+    Only :class:`_Walk` decides what those calls may do. (Implicit multiplication turns
+    ``Function('f')`` before ``(`` into ``Symbol('f')*``: :func:`_refuse_unknown_calls`
+    refuses such a name first.)"""
     import sympy
 
     return {
@@ -125,6 +135,36 @@ def _transformation_names() -> dict[str, Any]:
 
 def _fail(text: str, why: str) -> ToolError:
     return ToolError(f"could not parse {text!r}: {why}")
+
+
+def _refuse_unknown_calls(
+    text: str, tokens: list[tuple[int, str]], local_dict: dict[str, Any], global_dict: Any
+) -> list[tuple[int, str]]:
+    """A sympy transformation, run first, on the tokens of the model's ``text``: refuses a
+    name written directly before ``(`` (spaces between allowed) unless it is an allowlisted
+    function, an allowlisted constant or the caller's variable (``local_dict``).
+
+    Without it sympy makes an unknown name a ``Symbol`` and the call a product:
+    ``isprime(7)`` was ``7*isprime`` and ``eval(x)`` ``eval*x``, wrong answers reported
+    as success. A constant or the caller's variable before ``(`` stays a product, as
+    ``2(x+1)`` is: ``pi(r+1)`` is ``pi*(r+1)``, and with ``variable='x'`` the caller has
+    said ``x`` is a variable, so ``x(y+1)`` can only mean ``x*(y+1)``. Any other name,
+    one letter included, is refused, since ``f(x)`` is far more often a function than
+    ``f*x``, and a refusal that says how to write the product costs the model one retry
+    where a silent product is a wrong answer. A name not before ``(`` (``rate*time``,
+    ``eval + 1``) stays a plain variable."""
+    names = allowed_names()
+    for (kind, name), following in itertools.pairwise(tokens):
+        if kind != tokenize.NAME or following != (tokenize.OP, "("):
+            continue
+        if name in local_dict or name in names:  # a function, or a constant times (...)
+            continue
+        if len(name) == 1:
+            hint = f": write {name}*(...) for a product"
+        else:
+            hint = f" (known ones include {_EXAMPLE_FUNCTIONS})"
+        raise _fail(text, f"{name!r} is not a known maths function{hint}")
+    return tokens
 
 
 class _Walk:
@@ -262,7 +302,12 @@ def parse_expression(text: str, local: dict[str, Any]) -> Any:
 
     if any(ch in text for ch in "'\"`\\"):
         raise _fail(text, "quotes and backslashes are not allowed")
-    transformations = standard_transformations + (implicit_multiplication, convert_xor)
+    transformations = (
+        functools.partial(_refuse_unknown_calls, text),
+        *standard_transformations,
+        implicit_multiplication,
+        convert_xor,
+    )
     try:
         code = stringify_expr(text, local, _transformation_names(), transformations)
         tree = ast.parse(code, mode="eval")
@@ -320,7 +365,7 @@ def compute_sympy(expression: str, operation: str, variable: str | None) -> str:
     else:  # the schema's enum makes this unreachable through Tool.invoke
         choices = ", ".join(SYMPY_OPERATIONS)
         raise ToolError(f"unknown operation {operation!r}; use one of {choices}")
-    return truncate_output(str(result))
+    return clip_text(str(result))
 
 
 #: Wall-clock seconds one ``sympy`` call may take.

@@ -16,10 +16,7 @@ from typing import Any
 
 import jsonschema
 
-from mastif.core.textclip import head_at_word
-
-#: Longest output handed back to the model; tiny models have tiny context windows.
-MAX_OUTPUT_CHARS = 8000
+from mastif.core.textclip import clip_optional, clip_text
 
 
 def object_schema(properties: dict[str, dict[str, Any]], required: list[str]) -> dict[str, Any]:
@@ -51,24 +48,23 @@ def count_parameter(description: str, maximum: int | None = None) -> dict[str, A
     return schema
 
 
-def truncate_output(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
-    """Cap output length, saying how much was dropped so the model knows it is partial.
-
-    The cut falls between words (:func:`mastif.core.textclip.head_at_word`): a page listing cut
-    inside the sandbox's ``127.0.0.1:PORT`` would differ between stack jobs past the
-    response cache's stand-in for it."""
-    if len(text) <= limit:
-        return text
-    head = head_at_word(text, limit)
-    return f"{head}\n... [truncated {len(text) - len(head)} characters]"
-
-
 @dataclass(frozen=True)
 class ToolResult:
+    """A tool call's outcome as the agent gets it.
+
+    Its ``output`` and ``error`` are cut to :data:`~mastif.core.textclip.MAX_TEXT_CHARS` by
+    :func:`~mastif.core.textclip.clip_text` when it is made: every outcome any tool, protocol
+    or framework adapter hands an agent is one of these, so none carries more (issue 49: a
+    page-controlled URL in an error text was 2,000,134 characters)."""
+
     ok: bool
     output: str
     error: str | None = None
     duration_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "output", clip_text(self.output))
+        object.__setattr__(self, "error", clip_optional(self.error))
 
 
 class ToolError(Exception):

@@ -28,6 +28,7 @@ no API key, token or proxy setting is in any browser process.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shutil
@@ -79,6 +80,11 @@ class BrowserOptions:
     action_timeout_s: float = 15.0
 
 
+#: how long closing a crashed or hung page may take
+REPLACE_TIMEOUT_S = 5.0
+#: how long a page has to run ``0`` before an action, before it counts as hung
+PROBE_TIMEOUT_S = 2.0
+
 #: refusals kept per run action (and browser-wide): a page may retry a refused URL forever
 MAX_REFUSALS = 100
 
@@ -91,12 +97,35 @@ def _recorder(refusals: list[str]) -> Callable[[str], None]:
     return record
 
 
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """Take an abandoned action's outcome, so asyncio does not log it as never retrieved."""
+    if not task.cancelled():
+        task.exception()
+
+
+async def _responsive(page: Any) -> bool:
+    """Whether the page's renderer still runs a script within :data:`PROBE_TIMEOUT_S`
+    (False when it is stuck in one, or crashed; True when it answers or fails otherwise,
+    e.g. while it navigates)."""
+    try:
+        await asyncio.wait_for(page.evaluate("0"), PROBE_TIMEOUT_S)
+    except TimeoutError:
+        return False
+    except Exception:  # noqa: BLE001 - closed, crashed, navigating: not stuck in a script
+        return not page.is_closed()
+    return True
+
+
 @dataclass
 class _RunPage:
     context: Any  # playwright BrowserContext
     page: Any  # playwright Page
     proxy: EgressProxy | None = None
     refused: list[str] = field(default_factory=list)
+    #: why the page must be replaced before its next action ("crashed", "hung"), or None
+    broken: str | None = None
+    #: done when the page's renderer crashes (an action in progress fails at once)
+    crashed: asyncio.Future[None] | None = None
 
 
 class BrowserService:
@@ -136,13 +165,23 @@ class BrowserService:
         if self._closed:
             raise ToolError("the browser has been shut down")
         future = asyncio.run_coroutine_threadsafe(self._on_page(run_id, action), self._loop)
+        # the action's own budget ends it first; this is the backstop for the rest (making
+        # or replacing the page, closing a page that will not close)
+        backstop = (
+            self.action_budget_s + PROBE_TIMEOUT_S + REPLACE_TIMEOUT_S
+            + self.options.action_timeout_s + 5
+        )  # fmt: skip
         try:
-            return future.result(timeout=self.options.action_timeout_s * 2 + 10)
+            return future.result(timeout=backstop)
         except FutureTimeout:
             future.cancel()
-            raise ToolError(
-                f"browser action took longer than {self.options.action_timeout_s * 2 + 10:g}s"
-            ) from None
+            raise ToolError(f"browser action took longer than {backstop:g}s") from None
+
+    @property
+    def action_budget_s(self) -> float:
+        """How long one tool's work on a page may take: a few browser actions (an action,
+        the navigation it starts, the listing), each of which has its own time-out."""
+        return self.options.action_timeout_s * 2 + 10
 
     def has_page(self, run_id: str) -> bool:
         return run_id in self._pages
@@ -219,17 +258,53 @@ class BrowserService:
                 cookies = self._cookies_for(run_id)
                 if cookies:
                     await context.add_cookies(cookies)
-            run.page = await context.new_page()
+            await self._open_page(run, run_id)
             self._pages[run_id] = run
-            start = self._start_for(run_id) if self._start_for is not None else None
-            if start:
-                # the prompt says the browser starts at the task's start page: make it so,
-                # so acting on the page works before any explicit navigation
-                try:
-                    await run.page.goto(start, wait_until="domcontentloaded")
-                except Exception:  # noqa: BLE001 - the agent's own action will meet the failure
-                    log.warning("run %s: start page %s did not load", run_id, start)
-        return self._pages[run_id]
+        run = self._pages[run_id]
+        if run.broken is not None:
+            run = await self._replace_page(run, run_id)
+        return run
+
+    async def _open_page(self, run: _RunPage, run_id: str) -> None:
+        """A new page in the run's context, watched for a renderer crash, at the task's
+        start page (if it has one)."""
+        run.page = await run.context.new_page()
+        run.broken = None
+        crashed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        run.crashed = crashed
+
+        def on_crash(_page: Any) -> None:
+            run.broken = "crashed"
+            if not crashed.done():
+                crashed.set_result(None)
+
+        run.page.on("crash", on_crash)
+        start = self._start_for(run_id) if self._start_for is not None else None
+        if start:
+            # the prompt says the browser starts at the task's start page: make it so,
+            # so acting on the page works before any explicit navigation
+            try:
+                await run.page.goto(start, wait_until="domcontentloaded")
+            except Exception:  # noqa: BLE001 - the agent's own action will meet the failure
+                log.warning("run %s: start page %s did not load", run_id, start)
+
+    async def _replace_page(self, run: _RunPage, run_id: str) -> _RunPage:
+        """Close the run's crashed or hung page and open a fresh one in the same context
+        (the run's cookies stay). Closing a page whose renderer spins in a script ends it
+        (measured: 0.5 s); a context that will not give a new page is rebuilt."""
+        log.warning("run %s: its page %s; opening a fresh one", run_id, run.broken)
+        old = run.page
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(old.close(), REPLACE_TIMEOUT_S)
+        try:
+            await asyncio.wait_for(self._open_page(run, run_id), self.options.action_timeout_s)
+        except Exception:  # noqa: BLE001 - the context itself is gone: a new one
+            log.warning("run %s: no new page in its context; a new context", run_id)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._close_run(run_id), REPLACE_TIMEOUT_S)
+            self._pages.pop(run_id, None)
+            return await self._page_for(run_id)
+        return run
 
     async def _guard(self, route: Any, run: _RunPage) -> None:
         """Refuse a request whose scheme the proxy never sees (``file:``, ``chrome:`` ...).
@@ -248,9 +323,36 @@ class BrowserService:
         await route.abort("blockedbyclient")
 
     async def _on_page(self, run_id: str, action: Callable[[Any], Awaitable[T]]) -> T:
+        """``action`` on the run's page, within :attr:`action_budget_s`; a crash of the
+        page's renderer ends it at once. A crashed page, one the action did not finish on
+        in time, or one that does not run a script within :data:`PROBE_TIMEOUT_S` when the
+        next action comes (a renderer stuck in a script) is replaced by a fresh one first
+        (issue 49: the run's page was kept, and every later call waited out its time)."""
         run = await self._page_for(run_id)
+        if not await _responsive(run.page):  # stuck in a script since the last action
+            run.broken = "hung"
+            run = await self._page_for(run_id)
         run.refused.clear()
-        return await action(run.page)
+        crashed = run.crashed
+        assert crashed is not None
+        work = asyncio.ensure_future(action(run.page))
+        done, _ = await asyncio.wait(
+            {work, crashed}, timeout=self.action_budget_s, return_when=asyncio.FIRST_COMPLETED
+        )
+        if work in done:
+            return work.result()
+        # not waited for: its clean-up may wait on the dead renderer (a DevTools detach)
+        work.add_done_callback(_retrieved)
+        work.cancel()
+        if crashed.done():
+            raise ToolError(
+                "the page crashed (its renderer died); the next browser call starts on a fresh page"
+            )
+        run.broken = "hung"
+        raise ToolError(
+            f"the page did not answer within {self.action_budget_s:g}s; the next browser "
+            "call starts on a fresh page"
+        )
 
     def refused(self, run_id: str) -> list[str]:
         """Requests the policy refused during the run's last browser action."""

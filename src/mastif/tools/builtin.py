@@ -43,6 +43,7 @@ from RestrictedPython.Guards import (
 )
 from RestrictedPython.PrintCollector import PrintCollector
 
+from mastif.core.textclip import clip_text
 from mastif.tools.algebra import (
     SYMPY,
     SYMPY_CPU_S,
@@ -52,22 +53,14 @@ from mastif.tools.algebra import (
     compute_sympy,
     make_sympy_tool,
 )
-from mastif.tools.base import (
-    MAX_OUTPUT_CHARS,
-    Tool,
-    ToolError,
-    object_schema,
-    text_parameter,
-    truncate_output,
-)
+from mastif.tools.base import Tool, ToolError, object_schema, text_parameter
 from mastif.tools.isolation import ChildLimitExceeded, ChildLimits, run_isolated
 
 # the names other modules (web and knowledge tools, estimate, tests) import from here
 _schema = object_schema
-_truncate = truncate_output
 
 __all__ = [
-    "BUILTIN_TOOLS", "DATETIME", "JSON_PARSER", "MAX_OUTPUT_CHARS", "PYTHON_REPL", "SYMPY",
+    "BUILTIN_TOOLS", "DATETIME", "JSON_PARSER", "PYTHON_REPL", "SYMPY",
     "SYMPY_CPU_S", "SYMPY_MEMORY_MB", "SYMPY_OPERATIONS", "SYMPY_TIMEOUT_S",
     "ChildLimitExceeded", "ChildLimits", "compute_sympy", "execute_restricted",
     "make_datetime_tool", "make_json_parser_tool", "make_python_repl_tool",
@@ -255,15 +248,15 @@ def execute_restricted(code: str) -> str:
     try:
         exec(compiled.code, glb)  # noqa: S102 - restricted bytecode in a throwaway process
     except Exception as exc:  # noqa: BLE001 - becomes the tool's failure message
-        message = f"{type(exc).__name__}: {_truncate(str(exc))}{_snippet_line(exc)}"
+        message = f"{type(exc).__name__}: {clip_text(str(exc))}{_snippet_line(exc)}"
         if printed:  # what ran before the error helps the model locate it
-            message += "\noutput before the error:\n" + _truncate("".join(printed))
+            message += "\noutput before the error:\n" + clip_text("".join(printed))
         raise ToolError(message) from None
     output = "".join(printed)
     value = glb.get(_RESULT_NAME) if has_value else None
     if value is not None:
         output += repr(value) + "\n"
-    return _truncate(output.rstrip("\n")) if output else "(no output)"
+    return clip_text(output.rstrip("\n")) if output else "(no output)"
 
 
 def make_python_repl_tool(timeout_s: float = 5.0, cpu_s: int = 5, memory_mb: int = 256) -> Tool:
@@ -424,7 +417,7 @@ def make_json_parser_tool() -> Tool:
                 f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
             ) from None
         value = lookup_json_path(data, parse_json_path(query)) if query.strip() else data
-        return _truncate(json.dumps(value, indent=2, ensure_ascii=False))
+        return clip_text(json.dumps(value, indent=2, ensure_ascii=False))
 
     description = (
         "Use this tool when you have a JSON document as text and need to check that it is "

@@ -27,8 +27,11 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from mastif.tools.base import MAX_OUTPUT_CHARS, ToolError, truncate_output
+from mastif.core.textclip import MAX_TEXT_CHARS, clip_text
+from mastif.tools.base import ToolError
 
+#: ``env_start``'s field number in ``/proc/<pid>/stat`` (proc(5)); ``env_end`` follows it
+_ENV_START_FIELD = 50
 #: ``unshare(2)`` flags (linux/sched.h); the ``os`` module has them from Python 3.12 only
 _CLONE_NEWNET = 0x40000000
 _CLONE_NEWUSER = 0x10000000
@@ -107,8 +110,26 @@ def leave_network() -> str:
 
 def empty_environment() -> None:
     """Remove every environment variable of this process (``os.environ`` and the C
-    ``environ`` alike: ``os.environ``'s deletions call ``unsetenv``)."""
+    ``environ`` alike: ``os.environ``'s deletions call ``unsetenv``), and zero the block the
+    process was started with, which ``/proc/self/environ`` shows whatever ``environ`` holds
+    now (issue 49: a forked child's still showed the harness's keys there)."""
     os.environ.clear()
+    _zero_initial_environment()
+
+
+def _zero_initial_environment() -> None:
+    """Overwrite this process's initial environment strings (``env_start`` to ``env_end``
+    of ``/proc/self/stat``: the copy a fork child owns) with NULs; nothing off Linux. After
+    :meth:`os.environ.clear` nothing points into them any more."""
+    if not sys.platform.startswith("linux"):
+        return
+    with open("/proc/self/stat", "rb") as fh:  # noqa: PTH123 - tiny read of a proc file
+        stat = fh.read()
+    # the fields after "(comm)", which may hold spaces: field 3 (state) onwards
+    fields = stat[stat.rindex(b")") + 2 :].split()
+    start, end = int(fields[_ENV_START_FIELD - 3]), int(fields[_ENV_START_FIELD - 2])
+    if 0 < start < end:
+        ctypes.memset(start, 0, end - start)
 
 
 def _apply_limits(limits: ChildLimits, workdir: str | None = None) -> None:
@@ -149,8 +170,8 @@ class ChildLimitExceeded(ToolError):
 
 
 #: Longest reply text (characters) a child may send back: room for an error message and
-#: the output printed before it, each capped at :data:`MAX_OUTPUT_CHARS`.
-_REPLY_CAP_CHARS = 2 * MAX_OUTPUT_CHARS + 1024
+#: the output printed before it, each capped at :data:`MAX_TEXT_CHARS`.
+_REPLY_CAP_CHARS = 2 * MAX_TEXT_CHARS + 1024
 #: Longest reply the parent reads from the pipe: the JSON of ``_REPLY_CAP_CHARS``
 #: characters (at most 6 bytes each, for ``\\uXXXX`` escapes) plus the envelope.
 _REPLY_CAP_BYTES = 6 * _REPLY_CAP_CHARS + 64
@@ -179,9 +200,9 @@ def _child_main(
     except ToolError as exc:
         ok, text = False, str(exc)
     except BaseException as exc:  # noqa: BLE001 - report everything, the parent decides
-        ok, text = False, f"{type(exc).__name__}: {truncate_output(str(exc))}"
+        ok, text = False, f"{type(exc).__name__}: {clip_text(str(exc))}"
     try:
-        reply = [ok, truncate_output(text, _REPLY_CAP_CHARS), "memory" if memory else None]
+        reply = [ok, clip_text(text, _REPLY_CAP_CHARS), "memory" if memory else None]
         conn.send_bytes(json.dumps(reply).encode())
     finally:
         conn.close()

@@ -13,15 +13,9 @@ import re
 from typing import Any
 from xml.etree.ElementTree import Element
 
+from mastif.core.textclip import clip_text
 from mastif.tools.apitext import clean, clip, json_body, require_text, xml_root
-from mastif.tools.base import (
-    Tool,
-    ToolError,
-    count_parameter,
-    object_schema,
-    text_parameter,
-    truncate_output,
-)
+from mastif.tools.base import Tool, ToolError, count_parameter, object_schema, text_parameter
 from mastif.tools.http import HttpFetcher
 
 ATOM = "{http://www.w3.org/2005/Atom}"
@@ -132,7 +126,7 @@ def _hit_listing(head: str, hits: list[Hit]) -> str:
     for n, (title, facts, authors, more) in enumerate(hits, start=1):
         lines = [f"{n}. {title}", f"   {facts}", f"   authors: {_format_authors(authors)}"]
         blocks.append("\n".join(lines + [f"   {line}" for line in more]))
-    return truncate_output("\n\n".join(blocks))
+    return clip_text("\n\n".join(blocks))
 
 
 def make_arxiv_tool(fetcher: HttpFetcher, base_url: str) -> Tool:

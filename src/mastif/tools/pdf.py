@@ -14,15 +14,9 @@ import re
 
 import httpx
 
+from mastif.core.textclip import MAX_TEXT_CHARS, clip_text
 from mastif.tools.apitext import require_text
-from mastif.tools.base import (
-    MAX_OUTPUT_CHARS,
-    Tool,
-    ToolError,
-    object_schema,
-    text_parameter,
-    truncate_output,
-)
+from mastif.tools.base import Tool, ToolError, object_schema, text_parameter
 from mastif.tools.http import HttpFetcher
 from mastif.tools.isolation import ChildLimitExceeded, ChildLimits, run_isolated
 
@@ -109,7 +103,7 @@ def read_pdf(content: bytes, url: str, pages: str) -> str:
     body = [f"--- page {n} ---\n{text or '(no text on this page)'}" for n, text in texts]
     if not pages.strip() and total > len(wanted):
         body.append(f"... {total - len(wanted)} more pages; ask for them with 'pages'")
-    return truncate_output("\n".join([head, *body]), MAX_OUTPUT_CHARS)
+    return clip_text("\n".join([head, *body]), MAX_TEXT_CHARS)
 
 
 def make_pdf_reader_tool(

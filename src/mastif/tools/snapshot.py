@@ -16,8 +16,8 @@ import json
 import re
 from typing import Any
 
-from mastif.core.textclip import head_at_word
-from mastif.tools.base import ToolError, truncate_output
+from mastif.core.textclip import clip_text, head_at_word
+from mastif.tools.base import ToolError
 
 #: how many links / fields / buttons a page listing shows
 MAX_LISTED = 40
@@ -287,7 +287,7 @@ def format_snapshot(snap: dict[str, Any], text_chars: int) -> str:
         head = head_at_word(text, text_chars)
         lines.append(f"{head}\n... [truncated {truncated['text'] - len(head)} characters]")
     else:
-        lines.append(truncate_output(text, text_chars) if text else "(no text)")
+        lines.append(clip_text(text, text_chars) if text else "(no text)")
     if snap["links"]:
         lines.append("")
         lines.append("Links:")
@@ -377,6 +377,49 @@ async def _evaluate_isolated(page: Any, expression: str) -> Any:
         message = details.get("exception", {}).get("description") or details.get("text")
         raise ToolError(f"the page could not be listed: {str(message)[:300]}")
     return reply.get("result", {}).get("value")
+
+
+#: The start of a page's text, at most ``n`` characters (whitespace runs made one space),
+#: read from its text nodes in document order (``script``, ``style``, ``noscript`` and
+#: ``template`` left out) and at most ``nodes`` of them: no layout (``innerText`` lays the
+#: page out, which for 50 MB of text takes longer than the action's time), no node's text
+#: copied beyond what is kept, so the reply is bounded here, in the renderer, before it
+#: crosses to the driver (issue 49: ``inner_text("body")`` of an error page carried its
+#: whole 50 MB text into the driver and the harness, to be cut to 300 characters there).
+_TEXT_HEAD_JS = r"""
+(lim) => {
+  const root = document.body || document.documentElement;
+  if (!root) return '';
+  const skip = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE']);
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  let out = '';
+  for (let seen = 0; seen < lim.nodes && out.length <= lim.n; seen++) {
+    const node = walker.nextNode();
+    if (!node) break;
+    const parent = node.parentElement;
+    if (parent && skip.has(parent.tagName)) continue;
+    // a slice first: a 50 MB text node is never copied or searched whole
+    out += ' ' + node.data.slice(0, lim.n + 1 - out.length).replace(/\s+/g, ' ');
+    out = out.replace(/\s+/g, ' ');
+  }
+  return out.trim().slice(0, lim.n);
+}
+"""
+#: text nodes :data:`_TEXT_HEAD_JS` looks at, at most
+TEXT_HEAD_NODES = 10_000
+
+
+async def page_text_head(page: Any, chars: int) -> str:
+    """The start of the page's visible text, at most ``chars`` characters, for an error
+    message (an HTTP error page's own words): bounded in the renderer, in an isolated world
+    (:func:`_evaluate_isolated`), and checked again here. Empty when the page cannot be
+    read (its error is the tool's failure already)."""
+    expression = f"({_TEXT_HEAD_JS})({json.dumps({'n': chars, 'nodes': TEXT_HEAD_NODES})})"
+    try:
+        value = await _evaluate_isolated(page, expression)
+    except (ToolError, _StaleWorld):
+        return ""
+    return value[:chars] if isinstance(value, str) else ""
 
 
 async def snapshot_page(page: Any, text_chars: int) -> str:

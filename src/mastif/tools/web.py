@@ -23,17 +23,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import urljoin
 
-from bs4 import BeautifulSoup
-
+from mastif.core.textclip import clip_text
 from mastif.tools.base import Tool, ToolError, count_parameter, current_run_id, text_parameter
 from mastif.tools.base import object_schema as _schema
-from mastif.tools.base import truncate_output as _truncate
 from mastif.tools.browser import BrowserService
 from mastif.tools.http import HttpFetcher
 from mastif.tools.netpolicy import check_url
-from mastif.tools.snapshot import MAX_LISTED, format_snapshot, snapshot_page
+from mastif.tools.scrape import make_scraper_tool
+from mastif.tools.snapshot import MAX_LISTED, format_snapshot, page_text_head, snapshot_page
 
 __all__ = ["MAX_LISTED", "WEB_TOOL_NAMES", "format_snapshot", "make_web_tools", "snapshot_page"]
 
@@ -48,6 +46,19 @@ WEB_TOOL_NAMES = (
 
 #: how many hits one web_search returns at most
 MAX_SEARCH_RESULTS = 10
+#: how much of an HTTP error page's own text its failed call quotes
+ERROR_PAGE_CHARS = 300
+#: the longest URL and target an error message quotes (a page sets its own URL: one set
+#: to 2,000,000 characters by ``history.replaceState`` made a 2 MB error, issue 49)
+MAX_ERROR_URL_CHARS = 300
+MAX_TARGET_CHARS = 200
+
+
+def shown_url(url: str) -> str:
+    """``url`` as an error message quotes it: its start, saying how long it was if cut."""
+    if len(url) <= MAX_ERROR_URL_CHARS:
+        return url
+    return f"{url[:MAX_ERROR_URL_CHARS]}... ({len(url)} characters)"
 
 
 @dataclass(frozen=True)
@@ -111,8 +122,8 @@ async def _locate(page: Any, target: str) -> Any:
         except Exception:  # noqa: BLE001 - an invalid selector: try the next reading of target
             continue
     raise ToolError(
-        f"no element matches {target!r} on {page.url}; use a number from the page listing, "
-        "a field label or a button/link text"
+        f"no element matches {target[:MAX_TARGET_CHARS]!r} on {shown_url(page.url)}; use a "
+        "number from the page listing, a field label or a button/link text"
     )
 
 
@@ -168,8 +179,8 @@ class _Navigation:
         except Exception:  # noqa: BLE001 - a slow page is not the action's failure
             pass
         if self.status is not None and self.status >= 400:
-            text = (await self.page.inner_text("body"))[:300]
-            raise ToolError(f"HTTP {self.status} from {self.url}: {text.strip()}")
+            text = await page_text_head(self.page, ERROR_PAGE_CHARS)
+            raise ToolError(f"HTTP {self.status} from {shown_url(self.url or '')}: {text}")
 
 
 def make_web_tools(web: WebAccess) -> list[Tool]:
@@ -178,7 +189,7 @@ def make_web_tools(web: WebAccess) -> list[Tool]:
         _web_search_tool(web),
         _web_browser_tool(web),
         _requests_get_tool(web),
-        _beautifulsoup_scraper_tool(web),
+        make_scraper_tool(web),
         _web_interaction_tool(web),
         _keyboard_interaction_tool(web),
     ]
@@ -232,8 +243,8 @@ def _web_browser_tool(web: WebAccess) -> Tool:
             except Exception as exc:  # noqa: BLE001 - Playwright's errors: navigation failed
                 raise ToolError(f"could not open {absolute}: {str(exc).splitlines()[0]}") from None
             if response is not None and response.status >= 400:
-                body = (await page.inner_text("body"))[:300].strip()
-                raise ToolError(f"HTTP {response.status} from {absolute}: {body}")
+                body = await page_text_head(page, ERROR_PAGE_CHARS)
+                raise ToolError(f"HTTP {response.status} from {shown_url(absolute)}: {body}")
             return await snapshot_page(page, chars)
 
         return web.browser.call(run_id, go)
@@ -255,7 +266,7 @@ def _requests_get_tool(web: WebAccess) -> Tool:
         absolute = web.resolve(url)
         response = web.fetcher().get(absolute)
         kind = response.headers.get("content-type", "unknown")
-        return _truncate(f"HTTP {response.status_code} ({kind})\n\n{response.text}", chars)
+        return clip_text(f"HTTP {response.status_code} ({kind})\n\n{response.text}", chars)
 
     return Tool(
         "requests_get",
@@ -264,57 +275,6 @@ def _requests_get_tool(web: WebAccess) -> Tool:
         "need to click through.",
         _schema({"url": text_parameter(minLength=1)}, ["url"]),
         requests_get,
-    )
-
-
-def _beautifulsoup_scraper_tool(web: WebAccess) -> Tool:
-    chars = web.page_chars
-
-    def beautifulsoup_scraper(
-        url: str, selector: str | None = None, attribute: str | None = None
-    ) -> str:
-        absolute = web.resolve(url)
-        response = web.fetcher().get(absolute)
-        soup = BeautifulSoup(response.text, "html.parser")
-        if not selector:
-            for tag in soup(["script", "style", "noscript"]):
-                tag.decompose()
-            title = soup.title.get_text(strip=True) if soup.title else "(untitled)"
-            text = soup.get_text("\n", strip=True)
-            links = [
-                f"- {a.get_text(' ', strip=True) or a['href']} -> {urljoin(str(response.url), a['href'])}"
-                for a in soup.find_all("a", href=True)[:MAX_LISTED]
-            ]
-            return _truncate(f"Title: {title}\n\n{text}\n\nLinks:\n" + "\n".join(links), chars)
-        try:
-            found = soup.select(selector)
-        except Exception as exc:  # noqa: BLE001 - soupsieve's error for a bad selector
-            raise ToolError(f"invalid CSS selector {selector!r}: {exc}") from None
-        if not found:
-            raise ToolError(f"no element matches {selector!r} on {absolute}")
-        if attribute:
-            values = [el.get(attribute) for el in found if el.get(attribute) is not None]
-            if not values:
-                raise ToolError(f"no element matching {selector!r} has attribute {attribute!r}")
-            items = [v if isinstance(v, str) else " ".join(v) for v in values]
-        else:
-            items = [el.get_text(" ", strip=True) for el in found]
-        return _truncate("\n".join(f"{i}. {t}" for i, t in enumerate(items[:50], 1)), chars)
-
-    return Tool(
-        "beautifulsoup_scraper",
-        "Use this tool to pull data out of a web page: its readable text and links, or "
-        "only the elements matching a CSS selector (optionally one attribute of them). "
-        "Do NOT use it to click or fill forms.",
-        _schema(
-            {
-                "url": text_parameter(minLength=1),
-                "selector": text_parameter("CSS selector, e.g. '.price'"),
-                "attribute": text_parameter("e.g. 'href'"),
-            },
-            ["url"],
-        ),
-        beautifulsoup_scraper,
     )
 
 

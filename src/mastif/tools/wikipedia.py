@@ -10,15 +10,9 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
+from mastif.core.textclip import clip_text
 from mastif.tools.apitext import clean, json_body, require_text
-from mastif.tools.base import (
-    Tool,
-    ToolError,
-    count_parameter,
-    object_schema,
-    text_parameter,
-    truncate_output,
-)
+from mastif.tools.base import Tool, ToolError, count_parameter, object_schema, text_parameter
 from mastif.tools.http import HttpFetcher
 
 
@@ -96,7 +90,7 @@ def make_wikipedia_tool(fetcher: HttpFetcher, base_url: str) -> Tool:
         others = [str(h["title"]) for h in hits[1:]]
         if others:
             lines += ["", "Other matching articles: " + "; ".join(others)]
-        return truncate_output("\n".join(lines))
+        return clip_text("\n".join(lines))
 
     description = (
         "Use this tool when you need encyclopedic facts about a named thing: a place, "

@@ -17,8 +17,9 @@ from xml.etree.ElementTree import ParseError
 import requests
 from requests.adapters import HTTPAdapter
 
+from mastif.core.textclip import clip_text
 from mastif.tools.apitext import clean, clip, require_text
-from mastif.tools.base import Tool, ToolError, object_schema, text_parameter, truncate_output
+from mastif.tools.base import Tool, ToolError, object_schema, text_parameter
 from mastif.tools.http import MAX_REDIRECTS, HttpFetcher
 
 #: The real YouTube origin, as ``youtube-transcript-api`` hard-codes it.
@@ -165,7 +166,7 @@ def make_youtube_transcript_tool(fetcher: HttpFetcher, base_url: str) -> Tool:
             raise ToolError(f"the transcript of YouTube video {video_id} is empty")
         kind = "auto-generated" if fetched.is_generated else "manual"
         head = f"Transcript of YouTube video {video_id} ({fetched.language}, {kind}):"
-        return truncate_output("\n".join([head, *lines]))
+        return clip_text("\n".join([head, *lines]))
 
     description = (
         "Use this tool when you need what is said in a YouTube video: give the video id or "

@@ -21,6 +21,7 @@ from typing import Any
 import polars as pl
 
 from mastif.core.factors import STACK_KEYS
+from mastif.core.textclip import clip_text
 
 #: metrics of ``results/metrics/runs.parquet`` the grid can colour and sort by, with how the
 #: page scales them: "bool" (true/false), "score" (0..1, higher is better), "amount" (a
@@ -205,20 +206,35 @@ def run_detail(
         entry["is_answer"] = values is not None and i >= len(step_values)
         node_outputs.append(entry)
     detail: dict[str, Any] = {
-        "run": {k: run.get(k) for k in RUN_SUMMARY_KEYS},
+        "run": _clipped({k: run.get(k) for k in RUN_SUMMARY_KEYS}, "error_message"),
         "task": _task_detail(run, task),
         "node_outputs": node_outputs,
-        "llm_calls": list(run.get("llm_calls") or []),
-        "tool_calls": list(run.get("tool_calls") or []),
+        "llm_calls": [_clipped(c, "error") for c in run.get("llm_calls") or []],
+        "tool_calls": [_clipped(c, "output", "error") for c in run.get("tool_calls") or []],
         "protocol": {k: run.get(k) for k in PROTOCOL_KEYS},
         "check": {
             **{k: run.get(k) for k in CHECK_KEYS},
             "web_state": _parsed_json(run.get("web_state")),
         },
-        "judge": None if judged is None else {k: judged.get(k) for k in JUDGE_KEYS},
+        "judge": (
+            None
+            if judged is None
+            else _clipped({k: judged.get(k) for k in JUDGE_KEYS}, "judge_error")
+        ),
         "values": None if values is None else {k: values.get(k) for k in VALUES_KEYS},
     }
     return json_ready(detail)
+
+
+def _clipped(entry: Mapping[str, Any], *keys: str) -> dict[str, Any]:
+    """``entry`` with the texts under ``keys`` cut as a trace cuts them when it is made
+    (:func:`~mastif.core.textclip.clip_text`): tables written before that, or imported,
+    show no more (issue 49)."""
+    out = dict(entry)
+    for key in keys:
+        if isinstance(out.get(key), str):
+            out[key] = clip_text(out[key])
+    return out
 
 
 def _task_detail(run: Mapping[str, Any], task: Mapping[str, Any] | None) -> dict[str, Any]:
