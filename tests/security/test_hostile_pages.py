@@ -110,7 +110,7 @@ def _fine_page(tools: dict[str, Tool], base: str, run: str) -> float:
 def test_an_error_pages_text_is_bounded_in_the_renderer(tools, base, path) -> None:
     """Opened, clicked to, or submitted to with Enter: the 404 page's 20 MB of text stays in
     the renderer; its first words are quoted. Before: harness and driver grew by about four
-    bytes per character of it (+191-213 MB and +142-276 MB for the issue's 50 MB)."""
+    bytes per character of it (+143-191 MB and +134-277 MB for the issue's 50 MB)."""
     run = f"error-{path}"
     browser, act, keys = (
         tools["web_browser"],
