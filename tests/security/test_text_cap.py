@@ -28,7 +28,7 @@ from mastif.tools.builtin import PYTHON_REPL
 from mastif.tools.http import HttpFetcher
 from mastif.tools.knowledge import KnowledgeEndpoints, make_knowledge_tools
 from mastif.tools.netpolicy import UrlPolicy
-from mastif.tools.web import make_web_tools
+from mastif.tools.web import SearchHit, make_web_tools
 
 #: what a hostile page puts where a tool will quote it: 2 MB, no space to cut at
 HUGE = "u" * 2_000_000
@@ -131,12 +131,14 @@ class _Web:
     def resolve(self, url: str, base: str | None = None) -> str:
         return url if url.startswith("http") else self.base + url
 
-    def search(self, query: str, max_results: int) -> list:
-        return []
+    def search(self, query: str, max_results: int) -> list[SearchHit]:
+        # what a search engine's page says of a hit: its title and snippet
+        return [SearchHit(HUGE, f"{self.base}/page", HUGE)]
 
 
-def test_http_tools_cut_a_huge_page(hostile: str) -> None:
+def test_http_and_search_tools_cut_a_huge_page(hostile: str) -> None:
     tools = {t.name: t for t in make_web_tools(_Web(hostile))}  # type: ignore[arg-type]
+    _bounded(tools["web_search"].invoke({"query": "anything"}))
     _bounded(tools["requests_get"].invoke({"url": "/page"}))
     scraper = tools["beautifulsoup_scraper"]
     _bounded(scraper.invoke({"url": "/page"}))
