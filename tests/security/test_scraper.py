@@ -10,8 +10,11 @@ failed with before the fix.
 from __future__ import annotations
 
 import gc
+import json
 import os
 import resource
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -283,22 +286,43 @@ def test_cpu_limit_stops_a_selector_with_a_clear_error(web: WebEnvironment, base
     assert _child_pids() <= ours
 
 
-def test_memory_limit_stops_the_parse(web: WebEnvironment, base_url: str) -> None:
-    ours = _child_pids()
+#: the memory case, run in a Python of its own (argv: the server's base URL): a child forked
+#: from a long-lived process (a test worker that has run hundreds of tests, a stack job) can
+#: reuse the free heap it inherits beyond its RLIMIT_AS budget (docs/security.md, "Known
+#: limits"), so there the 8 MB budget can let this whole tree through (seen in CI)
+_MEMORY_CASE = """
+import json, sys
+from mastif.core.config import WebOptions
+from mastif.execution.webenv import WebEnvironment
+from mastif.tools.scrape import make_scraper_tool
+
+base = sys.argv[1]
+options = WebOptions(
+    allow_private=False, allowed_hosts=(base.removeprefix("http://"),),
+    browser_executable="/usr/bin/chromium", action_timeout_s=5.0, http_timeout_s=10.0,
+    page_chars=2000, search_backend="duckduckgo",
+)
+env = WebEnvironment("live", options, None)
+tool = make_scraper_tool(env, memory_mb=8, cpu_s=30, timeout_s=30.0)
+result = tool.invoke({"url": base + "/nested-1m"}, "sec-scrape")
+print(json.dumps({"ok": result.ok, "error": result.error}))
+"""
+
+
+def test_memory_limit_stops_the_parse(base_url: str, tmp_path: Path) -> None:
     # Before the fix: no memory limit (TypeError here); the old tool's tree of this page
-    # grew this process by 213 MB (and took 4 s of its CPU). The tree needs far more than
-    # the limit plus the free memory a forked child can find in this process's heaps.
-    tool = make_scraper_tool(web, memory_mb=8, cpu_s=30, timeout_s=30.0)
-    result, wall, growth, _ = _measured(
-        lambda: tool.invoke({"url": f"{base_url}/nested-1m"}, "sec-scrape")
-    )
-    assert not result.ok
-    assert result.error == (
+    # grew the harness by 213 MB (and took 4 s of its CPU). The tree needs far more than
+    # the limit plus the free memory a child forked from a fresh Python finds in its heaps.
+    done = subprocess.run(
+        [sys.executable, "-c", _MEMORY_CASE, base_url],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert not result["ok"]
+    assert result["error"] == (
         f"the page {base_url}/nested-1m needed more than 8 MB of memory to parse (the "
         "beautifulsoup_scraper limit); use requests_get for its raw text"
     )
-    assert growth < 50, f"the harness's peak resident set grew {growth:.0f} MB"
-    assert _child_pids() <= ours
 
 
 def test_wall_clock_stops_the_parse(web: WebEnvironment, base_url: str) -> None:
