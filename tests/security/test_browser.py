@@ -29,12 +29,12 @@ from typing import Any
 
 import pytest
 
-from mastif.core.config import WebOptions
 from mastif.execution.webenv import WebEnvironment
 from mastif.tools import Tool, netpolicy
 from mastif.tools import browser as browser_mod
 from tests.support.memory import measured
 from tests.support.servers import QuietHandler, Served, serve
+from tests.support.webfixture import live_web_environment
 
 # the Chromium cases are slow; the proxy's own bounds need no browser and stay fast
 CHROMIUM = pytest.mark.slow
@@ -221,20 +221,6 @@ def servers(udp: _Datagrams) -> Iterator[tuple[_Forbidden, str]]:
         yield forbidden, f"127.0.0.1:{allowed.port}"
 
 
-def _live_web(allowed: str, action_timeout_s: float, page_chars: int = 2000) -> WebEnvironment:
-    """A live-mode web environment whose policy allows only ``allowed`` (host:port)."""
-    options = WebOptions(
-        allow_private=False,
-        allowed_hosts=(allowed,),
-        browser_executable="/usr/bin/chromium",
-        action_timeout_s=action_timeout_s,
-        http_timeout_s=1.5,
-        page_chars=page_chars,
-        search_backend="duckduckgo",
-    )
-    return WebEnvironment("live", options, None)
-
-
 @pytest.fixture(scope="module")
 def web(servers: tuple[_Forbidden, str]) -> Iterator[WebEnvironment]:
     forbidden, allowed = servers
@@ -246,7 +232,7 @@ def web(servers: tuple[_Forbidden, str]) -> Iterator[WebEnvironment]:
             "CHROMIUM_ARGS",
             (*browser_mod.CHROMIUM_ARGS, f"--host-resolver-rules=MAP {REBIND_HOST} 127.0.0.1"),
         )
-        env = _live_web(allowed, action_timeout_s=5.0)
+        env = live_web_environment(allowed, action_timeout_s=5.0)
         yield env
         env.close()
 
@@ -259,7 +245,7 @@ def tools(web: WebEnvironment) -> dict[str, Tool]:
 @pytest.fixture(scope="module")
 def patient_tools(servers: tuple[_Forbidden, str]) -> Iterator[dict[str, Tool]]:
     """The browser tools with time for a page that builds 300,000 links (~4 s here)."""
-    env = _live_web(servers[1], action_timeout_s=30.0)
+    env = live_web_environment(servers[1], action_timeout_s=30.0)
     yield {t.name: t for t in env.tools(["web_browser", "web_interaction"])}
     env.close()
 
@@ -464,7 +450,7 @@ def test_chromium_starts_with_none_of_the_harness_environment(servers, monkeypat
     canary = "sk-canary-browser-" + hashlib.sha256(str(time.time()).encode()).hexdigest()[:12]
     monkeypatch.setenv("OPENAI_API_KEY", canary)
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
-    env = _live_web(servers[1], action_timeout_s=10.0, page_chars=500)
+    env = live_web_environment(servers[1], action_timeout_s=10.0, page_chars=500)
     try:
         browser = env.tools(["web_browser"])[0]
         assert browser.invoke({"url": f"http://{servers[1]}/link"}, "sec-env").ok

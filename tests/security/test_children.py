@@ -8,12 +8,10 @@ run's timeout). Item 8: the ``sympy`` child had only a wall clock (``2**(2**32)`
 
 from __future__ import annotations
 
-import os
 import resource
 import time
 import zlib
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from fpdf import FPDF
@@ -33,6 +31,7 @@ from mastif.tools.pdf import (
     PDF_TIMEOUT_S,
     make_pdf_reader_tool,
 )
+from tests.support.memory import child_pids, cpu_seconds
 from tests.support.servers import QuietHandler, serve
 
 # --------------------------------------------------------------------------- helpers
@@ -131,24 +130,6 @@ def fetcher(base_url: str) -> HttpFetcher:
     return HttpFetcher(UrlPolicy(allowed=allowed), timeout_s=5.0)
 
 
-def _child_pids() -> set[int]:
-    """Live (not zombie) processes whose parent is this one, from ``/proc``."""
-    pids = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:  # the process ended while we looked
-            continue
-        if int(fields[1]) == os.getpid() and fields[0] != "Z":
-            pids.add(int(stat.parent.name))
-    return pids
-
-
-def _cpu(who: int) -> float:
-    usage = resource.getrusage(who)
-    return usage.ru_utime + usage.ru_stime
-
-
 def test_limits_are_named_and_consistent() -> None:
     # the CPU limits sit below the wall clocks, so an idle machine names the CPU limit
     assert PDF_CPU_S < PDF_TIMEOUT_S and PDF_MEMORY_MB > 0
@@ -159,41 +140,41 @@ def test_limits_are_named_and_consistent() -> None:
 
 
 def test_pdf_bomb_is_cut_by_the_cpu_limit_in_a_child(fetcher: HttpFetcher, base_url: str) -> None:
-    ours = _child_pids()  # processes other tests of this worker may own
+    ours = child_pids()  # processes other tests of this worker may own
     # Before the fix: make_pdf_reader_tool took no limits (TypeError here; this module's
     # imports fail too); the old tool parsed this PDF in this process, which spent 4.6 s of
     # its own CPU on it and returned the text.
     tool = make_pdf_reader_tool(fetcher, cpu_s=1, timeout_s=30.0)
     parent0, children0, wall0 = (
-        _cpu(resource.RUSAGE_SELF),
-        _cpu(resource.RUSAGE_CHILDREN),
+        cpu_seconds(resource.RUSAGE_SELF),
+        cpu_seconds(resource.RUSAGE_CHILDREN),
         time.monotonic(),
     )
     result = tool.invoke({"url": f"{base_url}/bomb.pdf"})
-    parent = _cpu(resource.RUSAGE_SELF) - parent0
-    child = _cpu(resource.RUSAGE_CHILDREN) - children0
+    parent = cpu_seconds(resource.RUSAGE_SELF) - parent0
+    child = cpu_seconds(resource.RUSAGE_CHILDREN) - children0
     assert not result.ok
     assert "took more than 1 s of CPU to parse" in result.error
     assert "Traceback" not in result.error
     assert child >= 0.8  # the child did the work, until the kernel stopped it at 1 s
     assert parent < 0.5, f"this process spent {parent:.2f} s of CPU on the PDF"
     assert time.monotonic() - wall0 < 15
-    assert _child_pids() <= ours
+    assert child_pids() <= ours
 
 
 def test_pdf_bomb_is_cut_by_the_memory_limit(fetcher: HttpFetcher, base_url: str) -> None:
-    ours = _child_pids()  # processes other tests of this worker may own
+    ours = child_pids()  # processes other tests of this worker may own
     # Before the fix: no memory limit (TypeError here); the old tool parsed this PDF in
     # this process: 10.7 s of CPU, its peak memory 112 -> 250 MB, and returned the text.
     tool = make_pdf_reader_tool(fetcher, memory_mb=32)
     result = tool.invoke({"url": f"{base_url}/flate.pdf"})
     assert not result.ok
     assert "needed more than 32 MB of memory to parse" in result.error
-    assert _child_pids() <= ours
+    assert child_pids() <= ours
 
 
 def test_pdf_parse_is_stopped_at_the_wall_clock(fetcher: HttpFetcher, base_url: str) -> None:
-    ours = _child_pids()  # processes other tests of this worker may own
+    ours = child_pids()  # processes other tests of this worker may own
     # Before the fix: no wall clock on parsing; the work went on after the run's timeout.
     tool = make_pdf_reader_tool(fetcher, cpu_s=60, timeout_s=0.5)
     wall0 = time.monotonic()
@@ -201,24 +182,24 @@ def test_pdf_parse_is_stopped_at_the_wall_clock(fetcher: HttpFetcher, base_url: 
     assert not result.ok
     assert "was not parsed within 0.5 s" in result.error
     assert time.monotonic() - wall0 < 5
-    assert _child_pids() <= ours  # killed, not left to finish in the background
+    assert child_pids() <= ours  # killed, not left to finish in the background
 
 
 def test_normal_pdf_still_reads_under_the_default_limits(
     fetcher: HttpFetcher, base_url: str
 ) -> None:
-    ours = _child_pids()  # processes other tests of this worker may own
+    ours = child_pids()  # processes other tests of this worker may own
     result = make_pdf_reader_tool(fetcher).invoke({"url": f"{base_url}/report.pdf"})
     assert result.ok, result.error
     assert "revenue grew 12 percent" in result.output and "--- page 2 ---" in result.output
-    assert _child_pids() <= ours
+    assert child_pids() <= ours
 
 
 # --------------------------------------------------------------------------- sympy
 
 
 def test_sympy_memory_bomb_fails_under_its_memory_cap() -> None:
-    ours = _child_pids()  # processes other tests of this worker may own
+    ours = child_pids()  # processes other tests of this worker may own
     # Before the fix the child had no memory limit: 2**(2**32) grew to 840 MB until the
     # 10 s wall clock killed it, and the error said only "timed out after 10s".
     own_peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -234,11 +215,11 @@ def test_sympy_memory_bomb_fails_under_its_memory_cap() -> None:
     bound_kb = own_peak_kb + SYMPY_MEMORY_MB * 1024
     peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     assert peak_kb <= max(before_kb, bound_kb), f"child peak {peak_kb // 1024} MB"
-    assert _child_pids() <= ours
+    assert child_pids() <= ours
 
 
 def test_sympy_cpu_spin_is_cut_by_the_cpu_limit() -> None:
-    ours = _child_pids()  # processes other tests of this worker may own
+    ours = child_pids()  # processes other tests of this worker may own
     # Before the fix make_sympy_tool had no CPU limit (TypeError here); the old tool spun
     # for its whole wall clock and said only "timed out".
     tool = make_sympy_tool(timeout_s=30.0, cpu_s=1)
@@ -250,7 +231,7 @@ def test_sympy_cpu_spin_is_cut_by_the_cpu_limit() -> None:
     assert not result.ok
     assert "took more than the sympy tool's 1 s of CPU time" in result.error
     assert time.monotonic() - wall0 < 15
-    assert _child_pids() <= ours
+    assert child_pids() <= ours
 
 
 def test_sympy_typical_use_passes_under_the_default_limits() -> None:
@@ -263,13 +244,13 @@ def test_issue_sized_pdf_bomb_under_the_default_limits(fetcher: HttpFetcher, bas
     # The issue's case at full size (7 KB, one 2 MB stream, 10 pages): before the fix,
     # 32-52 s of this process's CPU. Now the child is stopped at PDF_CPU_S of CPU (or at
     # the wall clock on a busy machine) and this process does not parse at all.
-    ours = _child_pids()
-    parent0 = _cpu(resource.RUSAGE_SELF)
+    ours = child_pids()
+    parent0 = cpu_seconds(resource.RUSAGE_SELF)
     result = make_pdf_reader_tool(fetcher).invoke({"url": f"{base_url}/big.pdf"})
     assert not result.ok
     assert (
         f"took more than {PDF_CPU_S} s of CPU to parse" in result.error
         or f"was not parsed within {PDF_TIMEOUT_S:g} s" in result.error
     )
-    assert _cpu(resource.RUSAGE_SELF) - parent0 < 1.0
-    assert _child_pids() <= ours
+    assert cpu_seconds(resource.RUSAGE_SELF) - parent0 < 1.0
+    assert child_pids() <= ours

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from mastif.core.config import WebOptions
 from mastif.core.textclip import MAX_TEXT_CHARS
 from mastif.execution.webenv import WebEnvironment
 from mastif.tools import Tool, ToolResult
@@ -22,6 +21,7 @@ from mastif.tools.browser import PROBE_TIMEOUT_S
 from mastif.tools.web import ERROR_PAGE_CHARS
 from tests.support.memory import measured
 from tests.support.servers import QuietHandler, serve
+from tests.support.webfixture import live_web_environment
 
 pytestmark = pytest.mark.slow  # Chromium
 
@@ -33,6 +33,7 @@ PAGES = {
     "/huge-404": (404, HUGE_TEXT_404),
     "/link": (200, '<html><body><a href="/huge-404">bad link</a></body></html>'),
     "/form": (200, '<html><body><form action="/huge-404"><input name=q aria-label=q></form></body></html>'),
+    "/back": (200, '<html><body><button onclick="history.back()">go back</button></body></html>'),
     "/long-url": (
         200,
         "<html><body><p>hi</p><script>history.replaceState(null, '', '/' + 'u'.repeat(2e6))"
@@ -75,16 +76,7 @@ def base() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def web(base: str) -> Iterator[WebEnvironment]:
-    options = WebOptions(
-        allow_private=False,
-        allowed_hosts=(base.removeprefix("http://"),),
-        browser_executable="/usr/bin/chromium",
-        action_timeout_s=15.0,
-        http_timeout_s=2.0,
-        page_chars=2000,
-        search_backend="duckduckgo",
-    )
-    env = WebEnvironment("live", options, None)
+    env = live_web_environment(base, action_timeout_s=15.0, http_timeout_s=2.0)
     yield env
     env.close()
 
@@ -106,9 +98,10 @@ def _fine_page(tools: dict[str, Tool], base: str, run: str) -> float:
     return time.monotonic() - started
 
 
-@pytest.mark.parametrize("path", ["open", "click", "enter"])
+@pytest.mark.parametrize("path", ["open", "click", "enter", "back"])
 def test_an_error_pages_text_is_bounded_in_the_renderer(tools, base, path) -> None:
-    """Opened, clicked to, or submitted to with Enter: the 404 page's 20 MB of text stays in
+    """Opened, clicked to, submitted to with Enter, or gone back to (a button's ``history.back()``): the 404
+    page's 20 MB of text stays in
     the renderer; its first words are quoted. Before: harness and driver grew by about four
     bytes per character of it (+143-191 MB and +134-277 MB for the issue's 50 MB)."""
     run = f"error-{path}"
@@ -123,6 +116,10 @@ def test_an_error_pages_text_is_bounded_in_the_renderer(tools, base, path) -> No
     elif path == "enter":
         assert browser.invoke({"url": f"{base}/form"}, run).ok
         work = lambda: keys.invoke({"text": "x", "keys": "Enter", "target": "q"}, run)  # noqa: E731
+    elif path == "back":
+        assert not browser.invoke({"url": f"{base}/huge-404"}, run).ok
+        assert browser.invoke({"url": f"{base}/back"}, run).ok
+        work = lambda: act.invoke({"action": "click", "target": "go back"}, run)  # noqa: E731
     else:
         work = lambda: browser.invoke({"url": f"{base}/huge-404"}, run)  # noqa: E731
     result, cost = measured(work)

@@ -9,7 +9,6 @@ failed with before the fix.
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import resource
@@ -23,7 +22,6 @@ from typing import Any
 import pytest
 from bs4 import BeautifulSoup
 
-from mastif.core.config import WebOptions
 from mastif.execution.webenv import WebEnvironment
 from mastif.tools import Tool, ToolResult
 from mastif.tools.http import MAX_BYTES, HttpFetcher
@@ -33,7 +31,9 @@ from mastif.tools.scrape import (
     SCRAPER_TIMEOUT_S,
     make_scraper_tool,
 )
+from tests.support.memory import child_pids, cpu_seconds, measured
 from tests.support.servers import QuietHandler, serve
+from tests.support.webfixture import live_web_environment
 
 # --------------------------------------------------------------------------- pages
 
@@ -108,16 +108,7 @@ def base_url() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def web(base_url: str) -> Iterator[WebEnvironment]:
-    options = WebOptions(
-        allow_private=False,
-        allowed_hosts=(base_url.removeprefix("http://"),),
-        browser_executable="/usr/bin/chromium",
-        action_timeout_s=5.0,
-        http_timeout_s=10.0,
-        page_chars=2000,
-        search_backend="duckduckgo",
-    )
-    env = WebEnvironment("live", options, None)
+    env = live_web_environment(base_url, http_timeout_s=10.0)
     yield env
     env.close()
 
@@ -149,48 +140,12 @@ def fetch_times(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 # --------------------------------------------------------------------------- helpers
 
 
-def _child_pids() -> set[int]:
-    """Live (not zombie) processes whose parent is this one, from ``/proc``."""
-    pids = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:  # the process ended while we looked
-            continue
-        if int(fields[1]) == os.getpid() and fields[0] != "Z":
-            pids.add(int(stat.parent.name))
-    return pids
-
-
-def _cpu(who: int) -> float:
-    usage = resource.getrusage(who)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _peak_kb() -> int:
-    """This process's peak resident set (VmHWM) in kB."""
-    with open("/proc/self/status") as status:
-        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
-
-
-def _reset_peak() -> None:
-    """Reset the peak to the current resident set (Linux >= 4.0), or skip."""
-    try:
-        with open("/proc/self/clear_refs", "w") as clear:
-            clear.write("5")
-    except OSError:
-        pytest.skip("/proc/self/clear_refs cannot reset the peak resident set here")
-
-
 def _measured(call: Callable[[], ToolResult]) -> tuple[ToolResult, float, float, float]:
     """``call()``'s result, its wall time (s), this process's peak resident growth (MB) and
     the CPU this process spent (s)."""
-    gc.collect()
-    _reset_peak()
-    base_kb, cpu0, wall0 = _peak_kb(), _cpu(resource.RUSAGE_SELF), time.monotonic()
-    result = call()
-    wall = time.monotonic() - wall0
-    return result, wall, (_peak_kb() - base_kb) / 1024, _cpu(resource.RUSAGE_SELF) - cpu0
+    cpu0 = cpu_seconds()
+    result, cost = measured(call)
+    return result, cost.seconds, cost.harness_mb, cpu_seconds() - cpu0
 
 
 def _limit_hit(error: str | None, work: str) -> bool:
@@ -230,7 +185,7 @@ def test_issue_pages_end_within_the_bound(
     # (both then returned their text), /nested with 'i i i' not ended after 250 s (+1,357
     # MB). Now the child is stopped at the CPU limit (~3 s) and this process grows by the
     # page's bytes only (~10 MB).
-    ours = _child_pids()  # processes other tests of this worker may own
+    ours = child_pids()  # processes other tests of this worker may own
     args = {"url": f"{base_url}{path}"} | ({"selector": selector} if selector else {})
     result, wall, growth, parent_cpu = _measured(lambda: scraper.invoke(args, "sec-scrape"))
     assert len(fetch_times) == 1, fetch_times
@@ -243,7 +198,7 @@ def test_issue_pages_end_within_the_bound(
     assert beyond < 5, f"{beyond:.2f} s beyond the fetch"
     assert growth < 100, f"the harness's peak resident set grew {growth:.0f} MB"
     assert parent_cpu < 1.0, f"this process spent {parent_cpu:.2f} s of CPU"
-    assert _child_pids() <= ours
+    assert child_pids() <= ours
 
 
 # --------------------------------------------------------------------------- each limit
@@ -252,11 +207,11 @@ def test_issue_pages_end_within_the_bound(
 def test_cpu_limit_stops_the_parse_in_a_child(
     web: WebEnvironment, base_url: str, fetch_times: list[float]
 ) -> None:
-    ours = _child_pids()
+    ours = child_pids()
     # Before the fix: make_scraper_tool took no limits (TypeError here; this module's
     # imports fail too); the old tool spent 2.7 s of this process's CPU on this page.
     tool = make_scraper_tool(web, cpu_s=1, timeout_s=30.0)
-    children0 = _cpu(resource.RUSAGE_CHILDREN)
+    children0 = cpu_seconds(resource.RUSAGE_CHILDREN)
     result, wall, _, parent_cpu = _measured(
         lambda: tool.invoke({"url": f"{base_url}/flat-1m"}, "sec-scrape")
     )
@@ -265,14 +220,14 @@ def test_cpu_limit_stops_the_parse_in_a_child(
         f"the page {base_url}/flat-1m needed more than 1 s of CPU to parse (the "
         "beautifulsoup_scraper limit); use requests_get for its raw text"
     )
-    assert _cpu(resource.RUSAGE_CHILDREN) - children0 >= 0.8  # the child did the work
+    assert cpu_seconds(resource.RUSAGE_CHILDREN) - children0 >= 0.8  # the child did the work
     assert parent_cpu < 0.5, f"this process spent {parent_cpu:.2f} s of CPU on the page"
     assert wall - fetch_times[0] < 5
-    assert _child_pids() <= ours
+    assert child_pids() <= ours
 
 
 def test_cpu_limit_stops_a_selector_with_a_clear_error(web: WebEnvironment, base_url: str) -> None:
-    ours = _child_pids()
+    ours = child_pids()
     # Before the fix: TypeError (no limits); the old tool's 'i i i' on nested tags read the
     # text under every match, quadratic in the page (1 MiB: not ended after 300 s).
     tool = make_scraper_tool(web, cpu_s=1, timeout_s=30.0)
@@ -283,7 +238,7 @@ def test_cpu_limit_stops_a_selector_with_a_clear_error(web: WebEnvironment, base
         "'i i i' (the beautifulsoup_scraper limit); use requests_get for its raw text, "
         "or a simpler selector"
     )
-    assert _child_pids() <= ours
+    assert child_pids() <= ours
 
 
 #: the memory case, run in a Python of its own (argv: the server's base URL): a child forked
@@ -326,7 +281,7 @@ def test_memory_limit_stops_the_parse(base_url: str, tmp_path: Path) -> None:
 
 
 def test_wall_clock_stops_the_parse(web: WebEnvironment, base_url: str) -> None:
-    ours = _child_pids()
+    ours = child_pids()
     # Before the fix: no wall clock (TypeError here); the work went on after the run's
     # timeout, in a thread nothing could stop.
     tool = make_scraper_tool(web, cpu_s=60, timeout_s=0.5)
@@ -338,7 +293,7 @@ def test_wall_clock_stops_the_parse(web: WebEnvironment, base_url: str) -> None:
         "beautifulsoup_scraper limit); use requests_get for its raw text"
     )
     assert time.monotonic() - wall0 < 5
-    assert _child_pids() <= ours  # killed, not left to finish in the background
+    assert child_pids() <= ours  # killed, not left to finish in the background
 
 
 # --------------------------------------------------------------------------- normal pages
@@ -347,10 +302,10 @@ def test_wall_clock_stops_the_parse(web: WebEnvironment, base_url: str) -> None:
 def test_a_large_real_world_like_page_parses_under_the_defaults_in_a_child(
     scraper: Tool, base_url: str
 ) -> None:
-    ours = _child_pids()
+    ours = child_pids()
     # A 1 MB listing of 30,000 tags. Before the fix it was parsed in this process: its
     # peak resident set grew 35 MB (a 4.4 MB real page's: 164 MB, and 9 s of its CPU).
-    children0 = _cpu(resource.RUSAGE_CHILDREN)
+    children0 = cpu_seconds(resource.RUSAGE_CHILDREN)
     result, wall, growth, parent_cpu = _measured(
         lambda: scraper.invoke({"url": f"{base_url}/catalogue"}, "sec-scrape")
     )
@@ -361,10 +316,10 @@ def test_a_large_real_world_like_page_parses_under_the_defaults_in_a_child(
         {"url": f"{base_url}/catalogue", "selector": "article:last-child .price"}, "sec-scrape"
     )
     assert prices.ok and prices.output == "1. $3000.99", prices.error
-    assert _cpu(resource.RUSAGE_CHILDREN) - children0 > parent_cpu
+    assert cpu_seconds(resource.RUSAGE_CHILDREN) - children0 > parent_cpu
     assert growth < 20, f"the harness's peak resident set grew {growth:.0f} MB"
     assert wall < SCRAPER_TIMEOUT_S
-    assert _child_pids() <= ours
+    assert child_pids() <= ours
 
 
 NORMAL_TEXT = (

@@ -1,5 +1,6 @@
-"""Peak resident memory of this process and of Playwright's driver, for the tests that show
-a hostile page or input costs the harness nothing (``tests/security``).
+"""What a piece of work cost this process, for the tests that show a hostile page or input
+costs the harness nothing (``tests/security``): peak resident memory (this process's and
+Playwright's driver's), CPU seconds, and the child processes left behind.
 
 Linux only: the peak is ``VmHWM`` of ``/proc/<pid>/status``, reset to the current resident
 set by writing ``5`` to ``/proc/<pid>/clear_refs`` (Linux >= 4.0).
@@ -9,9 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
+import resource
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -33,6 +37,26 @@ def reset_peak(pid: int | str = "self") -> bool:
     except OSError:
         return False
     return True
+
+
+def child_pids() -> set[int]:
+    """Live (not zombie) processes whose parent is this one, from ``/proc``."""
+    pids = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended while we looked
+            continue
+        if int(fields[1]) == os.getpid() and fields[0] != "Z":
+            pids.add(int(stat.parent.name))
+    return pids
+
+
+def cpu_seconds(who: int = resource.RUSAGE_SELF) -> float:
+    """User + system CPU seconds of this process (``RUSAGE_SELF``) or of its waited-for
+    children (``RUSAGE_CHILDREN``)."""
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
 
 
 def driver_pid() -> int | None:

@@ -14,9 +14,32 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from mastif.core.config import WebOptions
+from mastif.execution.webenv import WebEnvironment
 from mastif.web.store import SessionStore
 
 COOKIE = "mastif_session"
+
+
+def live_web_environment(
+    allowed: str,
+    *,
+    action_timeout_s: float = 5.0,
+    http_timeout_s: float = 1.5,
+    page_chars: int = 2000,
+) -> WebEnvironment:
+    """A ``web: live`` environment whose URL policy allows only ``allowed`` (a loopback
+    ``host:port`` or URL of a test's own server), with Debian's Chromium; close it after."""
+    options = WebOptions(
+        allow_private=False,
+        allowed_hosts=(allowed.removeprefix("http://"),),
+        browser_executable="/usr/bin/chromium",
+        action_timeout_s=action_timeout_s,
+        http_timeout_s=http_timeout_s,
+        page_chars=page_chars,
+        search_backend="duckduckgo",
+    )
+    return WebEnvironment("live", options, None)
 
 
 def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
