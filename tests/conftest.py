@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -8,7 +9,47 @@ from typing import Any
 import pytest
 import yaml
 
+from mastif.execution.frameworkenv import declared_envs, running_env
+from tests.support.env_tests import CONTRACT_MODULES, env_modules
 from tests.support.paths import REPO
+
+#: the framework whose environment runs this session (None: the harness, .venv)
+RUNNING_ENV = running_env()
+ADAPTER_MODULE = re.compile(r"tests/frameworks/test_(\w+)_adapter\.py")
+
+
+def _relative(path: Path) -> str:
+    try:
+        return path.resolve().relative_to(REPO).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The harness collects no framework's adapter tests (it has no framework); a framework's
+    environment collects only its modules (tests/support/env_tests.py)."""
+    if collection_path.suffix != ".py":
+        return None
+    rel = _relative(collection_path)
+    if RUNNING_ENV is None:
+        return True if ADAPTER_MODULE.fullmatch(rel) else None
+    if rel.startswith("tests/") and rel.rsplit("/", 1)[-1].startswith("test_"):
+        return True if rel not in env_modules(RUNNING_ENV) else None
+    return None
+
+
+def _env_of(item: pytest.Item) -> str | None:
+    """The framework environment ``item`` runs in; None: the harness."""
+    rel = _relative(Path(str(item.path)))
+    found = ADAPTER_MODULE.fullmatch(rel)
+    if found:
+        return found.group(1)
+    if rel not in CONTRACT_MODULES or REAL_MODEL_FIXTURE in getattr(item, "fixturenames", ()):
+        return None
+    callspec = getattr(item, "callspec", None)
+    framework = callspec.params.get("framework") if callspec is not None else None
+    # a plugin without an environment of its own runs where it is installed
+    return framework if framework in declared_envs() else None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -17,7 +58,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     pytest-xdist (``make test``: ``-n 2 --dist loadgroup``) all of them run on one worker:
     one model server serves them one request at a time, on one of the two cores (llama.cpp's
     default), while the other worker runs the rest. (A marker added here would come too
-    late: xdist reads the groups in its own hook.)"""
+    late: xdist reads the groups in its own hook.)
+
+    Each item runs on one side: a framework's contract items in its environment, the rest in
+    the harness (:func:`_env_of`); the other side deselects it."""
+    kept = [item for item in items if _env_of(item) == RUNNING_ENV]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[i for i in items if _env_of(i) != RUNNING_ENV])
+        items[:] = kept
     for item in items:
         if REAL_MODEL_FIXTURE in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)

@@ -65,6 +65,31 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_envs_build(args: argparse.Namespace) -> int:
+    """Build the named frameworks' environments, or those of ``--configfile``'s grid."""
+    from mastif.execution.frameworkenv import FrameworkEnvError, ensure_envs
+
+    names = list(args.frameworks)
+    if args.configfile:
+        try:
+            cfg = load_config(args.configfile, base_dir=Path.cwd(), base=config_file(args.base))
+        except ConfigError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        names += list(cfg.frameworks)
+    if not names:
+        print("mastif envs build: name frameworks or --configfile FILE", file=sys.stderr)
+        return 2
+    try:
+        built = ensure_envs(names)
+    except FrameworkEnvError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    for name in dict.fromkeys(names):
+        print(f"{name}: {'built' if name in built else 'up to date'} (.envs/{name})")
+    return 0
+
+
 def cmd_import_mastif(args: argparse.Namespace) -> int:
     from mastif.importers import MastifLogError, read_mastif_log, write_imported
 
@@ -194,6 +219,21 @@ def _add_validate(sub: Any) -> None:
     p.set_defaults(func=cmd_validate)
 
 
+def _add_envs(sub: Any) -> None:
+    p = sub.add_parser("envs", help="each framework's own environment (envs/, .envs/)")
+    envs = p.add_subparsers(dest="envs_command", required=True)
+    b = envs.add_parser(
+        "build",
+        help="build the environments of the named frameworks (or of an experiment's grid) "
+        "from their locks, where they are not current",
+    )
+    b.add_argument("frameworks", nargs="*")
+    b.add_argument("--configfile", default=None,
+                   help="also every framework of this experiment config")  # fmt: skip
+    b.add_argument("--base", default=DEFAULT_CONFIG, help="config the file overrides")
+    b.set_defaults(func=cmd_envs_build)
+
+
 def _add_runs(sub: Any) -> None:
     p = sub.add_parser("runs", help="summarise a runs Parquet file")
     p.add_argument("parquet")
@@ -292,7 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``mastif`` command line: one subcommand per ``cmd_*`` function."""
     parser = argparse.ArgumentParser(prog="mastif", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_validate, _add_runs, _add_import_mastif, _add_estimate, _add_power,
+    for add in (_add_validate, _add_envs, _add_runs, _add_import_mastif, _add_estimate, _add_power,
                 _add_status, _add_view):  # fmt: skip
         add(sub)
     return parser

@@ -8,6 +8,7 @@ from mastif.core import results
 from mastif.core.config import ConfigError
 
 from mastif.execution.experiment import parse_config
+from mastif.execution.frameworkenv import declared_envs, framework_env
 from mastif.importers import MastifLogError, stacks_in_log
 
 # Rules and defaults live in the schema; a typo'd key or a wrong type stops here,
@@ -194,6 +195,16 @@ def model_files(spec):
     options = spec.get("options") or {}
     templates = [options.get(key) for key in ("chat_template", "tool_call_template")]
     return files + [t for t in templates if spec["provider"] == "local" and t]
+
+
+def get_framework_env_record(wildcards):
+    """A framework with an environment of its own gets it built before its stack jobs."""
+    return results.framework_env() if wildcards.framework in declared_envs() else []
+
+
+def get_framework_lock(wildcards):
+    """The lock a framework's environment is built from: a new lock rebuilds it."""
+    return str(framework_env(wildcards.framework).lock)
 
 
 def get_model_files(wildcards):

@@ -5,9 +5,26 @@ scattergather:
     execute=config["execution"]["shards"],
 
 
+# A framework's own environment (mastif.execution.frameworkenv), built from its lock on the
+# machine that runs the workflow (a local rule: cluster nodes need no network) before any of
+# its stack jobs; the output lists what the environment holds.
+rule framework_env:
+    input:
+        lock=get_framework_lock,
+    output:
+        packages=results.framework_env(),
+    log:
+        "logs/framework_env/{framework}.log",
+    localrule: True
+    script:
+        "../scripts/build_framework_env.py"
+
+
 rule execute_stack:
     input:
         tasks=results.tasks(),
+        # the stack's agents run in their framework's environment (mastif.execution.stack_worker)
+        framework_env=get_framework_env_record,
         prompts=get_prompt_files,
         sandbox=get_sandbox_files,
         model_files=get_model_files,

@@ -80,6 +80,12 @@ def judge_checkpoint(stack: str = STACK, root: str | PurePath = ROOT) -> str:
     return _under(root, "checkpoints", "judged", f"{stack}.jsonl")
 
 
+def framework_env(framework: str = "{framework}", root: str | PurePath = ROOT) -> str:
+    """What a framework's environment held when the workflow built or checked it (one
+    ``name==version`` a line): rule ``framework_env``, before the framework's stack jobs."""
+    return _under(root, "envs", f"{framework}.txt")
+
+
 def runs(stack: str = STACK, root: str | PurePath = ROOT) -> str:
     """A stack's runs."""
     return _under(root, "runs", f"{stack}.parquet")

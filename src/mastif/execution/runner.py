@@ -30,12 +30,13 @@ import openai
 from tqdm import tqdm
 
 from mastif.core.atomic import append_lines, read_json_lines
-from mastif.core.config import ExperimentConfig, GenerationSpec, Stack
+from mastif.core.config import ExperimentConfig, GenerationSpec, ModelSpec, Stack
 from mastif.core.logsetup import log_to
 from mastif.core.provenance import check_framework, collect_provenance, model_server_name
 from mastif.core.timing import decompose
 from mastif.core.trace import RunTrace, usage_totals
 from mastif.execution.budget import BudgetGate, BudgetReached, run_bounds
+from mastif.execution.stack_worker import WorkerFailed, WorkOrder, run_work
 from mastif.execution.webenv import WebEnvironment, open_web_environment
 from mastif.frameworks import FrameworkAdapter, RunContext, RunRecorder, get_framework
 from mastif.frameworks.base import GatewayClients
@@ -50,6 +51,7 @@ from mastif.frameworks.plan import WorkflowPlan, plan_workflow
 from mastif.protocols import StackProtocol, open_protocol
 from mastif.providers import Gateway, open_endpoint
 from mastif.providers.cache import ResponseCache
+from mastif.providers.endpoint import Endpoint
 from mastif.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -438,24 +440,29 @@ async def _run_all(
 
 
 def _checked_framework(
-    config: ExperimentConfig, stack: Stack
+    stack: Stack, model_server: tuple[str | None, str | None]
 ) -> tuple[FrameworkAdapter, dict[str, Any]]:
     """The stack's framework adapter, checked against the installed library
     (IncompatibleLibraryError: the job stops, no run starts), and the versions every new run
-    row records."""
-    spec = config.models[stack.model]
+    row records: this environment's packages, and the model server the harness runs."""
     framework = get_framework(stack.framework)
     check_framework(framework)
+    versions = collect_provenance(framework, stack.protocol, "remote").columns()
+    versions["model_server"], versions["model_server_version"] = model_server
+    log.info("stack %s: versions %s", stack.path, {k: v for k, v in versions.items() if v})
+    return framework, versions
+
+
+def model_server_of(spec: ModelSpec) -> tuple[str | None, str | None]:
+    """(server, version) of the model server a stack job of ``spec`` talks to, as this
+    process (the harness, which starts it) knows them."""
     native = None
     if model_server_name(spec.provider, spec.options.server) == "llama-server":
         from mastif.providers.local import native_server_source
 
         native = native_server_source()
-    versions = collect_provenance(
-        framework, stack.protocol, spec.provider, spec.options.server, native
-    ).columns()
-    log.info("stack %s: versions %s", stack.path, {k: v for k, v in versions.items() if v})
-    return framework, versions
+    found = collect_provenance(None, "standard", spec.provider, spec.options.server, native)
+    return found.model_server, found.model_server_version
 
 
 def _pending_runs(
@@ -516,33 +523,21 @@ def execute_stack(
         budget.check(todo[0].task.task_id)  # BudgetReached before any server starts
     if todo:
         spec = config.models[stack.model]
-        framework, versions = _checked_framework(config, stack)
-        cache = response_cache(config)
-        progress = Progress(
-            len(units), len(done), f"{stack.path} {shard[0]}/{shard[1]}", config.execution.progress
+        order = WorkOrder(
+            config=config,
+            stack=stack,
+            runs=[(u.task, u.repeat, u.run_id) for u in todo],
+            total=len(units),
+            done=len(done),
+            checkpoint=Path(checkpoint_path),
+            shard=shard,
+            model_server=model_server_of(spec),
+            base_dir=base_dir,
+            log=_current_log(),
         )
-        try:
-            with open_endpoint(stack.model, spec, server_log) as endpoint:
-                with Gateway(
-                    endpoint,
-                    retries=config.execution.provider_retries,
-                    request_timeout_s=spec.options.request_timeout_s,
-                    cache=cache,
-                    call_timeout_s=config.generation.request_timeout_s,
-                ) as gateway:
-                    job = _StackJob(config, stack, plan, gateway, framework, versions)
-                    traces = asyncio.run(_run_all(job, todo, checkpoint, progress, budget))
-                    log.info(
-                        "stack %s: %d upstream requests; cache %s; 429s %d (limit fell to %s)",
-                        stack.path, gateway.upstream_requests,
-                        f"{cache.hits} hits / {cache.misses} misses" if cache else "off",
-                        gateway.limit.throttles if gateway.limit else 0,
-                        gateway.limit.lowest if gateway.limit else "-",
-                    )  # fmt: skip
-        finally:
-            progress.close()
-            if budget is not None:
-                budget.release_unsettled()
+        # the model's server runs here, the framework in its own environment
+        with open_endpoint(stack.model, spec, server_log) as endpoint:
+            traces = run_work(order, endpoint, budget)
         for trace in traces:
             done[trace.run_id] = trace
         if budget is not None and budget.refusal is not None:
@@ -551,7 +546,60 @@ def execute_stack(
                 stack.path, len(traces), len(done), len(units), budget.refusal,
             )  # fmt: skip
             raise BudgetReached(budget.refusal)
+    missing = [u.run_id for u in units if u.run_id not in done]
+    if missing:
+        raise WorkerFailed(
+            f"stack {stack.path}: {len(missing)} of {len(units)} runs have no row "
+            f"(first {missing[0]}); the job's log says why"
+        )
     return [done[u.run_id] for u in units]
+
+
+def run_pending(order: WorkOrder, endpoint: Endpoint, budget: BudgetGate | None) -> list[RunTrace]:
+    """The framework's side of a stack job (in its own environment): the gateway in front of
+    ``endpoint``, the web, the protocol and the framework over ``order``'s runs, each
+    appended to the checkpoint as it finishes; the new runs' traces."""
+    config, stack = order.config, order.stack
+    framework, versions = _checked_framework(stack, order.model_server)
+    spec = config.models[stack.model]
+    plan = plan_workflow(
+        config.workflow, config.generation, order.base_dir, config.prompt_format_for(stack.protocol)
+    )
+    todo = [RunUnit(task, repeat, run_id) for task, repeat, run_id in order.runs]
+    cache = response_cache(config)
+    label = f"{stack.path} {order.shard[0]}/{order.shard[1]}"
+    progress = Progress(order.total, order.done, label, config.execution.progress)
+    try:
+        with Gateway(
+            endpoint,
+            retries=config.execution.provider_retries,
+            request_timeout_s=spec.options.request_timeout_s,
+            cache=cache,
+            call_timeout_s=config.generation.request_timeout_s,
+        ) as gateway:
+            job = _StackJob(config, stack, plan, gateway, framework, versions)
+            checkpoint = Checkpoint(order.checkpoint)
+            traces = asyncio.run(_run_all(job, todo, checkpoint, progress, budget))
+            log.info(
+                "stack %s: %d upstream requests; cache %s; 429s %d (limit fell to %s)",
+                stack.path, gateway.upstream_requests,
+                f"{cache.hits} hits / {cache.misses} misses" if cache else "off",
+                gateway.limit.throttles if gateway.limit else 0,
+                gateway.limit.lowest if gateway.limit else "-",
+            )  # fmt: skip
+    finally:
+        progress.close()
+        if budget is not None:
+            budget.release_unsettled()
+    return traces
+
+
+def _current_log() -> Path | None:
+    """The file this process logs to (:func:`mastif.core.logsetup.log_to`), for the worker."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            return Path(handler.baseFilename)
+    return None
 
 
 def response_cache(config: ExperimentConfig) -> ResponseCache | None:
