@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import time
+from importlib import metadata
 
 import pytest
 
+from mastif.core.provenance import IncompatibleLibraryError
 from mastif.execution.experiment import parse_config
 from mastif.frameworks.plan import plan_workflow, render_prompt
 from mastif.tasks import load_tasks
@@ -333,3 +335,24 @@ def test_a_run_keeps_no_crewai_replay_log(tmp_path, fake_model_config, monkeypat
     assert len(trace.node_outputs) == 6  # six crews kicked off
     assert opened == []
     assert not list((tmp_path / "data").rglob("*.db"))
+
+
+# moved from tests/core/test_provenance.py: the library is only here, in its environment
+def test_crewai_without_a_member_it_overrides_stops_before_any_run(
+    tmp_path, fake_model_config, monkeypatch
+):
+    from crewai.llms.providers.openai.completion import OpenAICompletion
+
+    monkeypatch.delattr(OpenAICompletion, "_handle_completion")
+    with ScriptedChatServer(lambda p: {"content": "TASK COMPLETE"}) as srv:
+        cfg = fake_model_config(srv.base_url, max_steps=1)
+        with pytest.raises(IncompatibleLibraryError) as err:
+            run_stack(cfg, tmp_path, framework="crewai")
+    assert srv.requests == []  # no run started
+    assert not (tmp_path / "ckpt.jsonl").exists()
+    text = str(err.value)
+    assert text.startswith(f"crewai {metadata.version('crewai')}: ")
+    assert (
+        "crewai.llms.providers.openai.completion.OpenAICompletion._handle_completion is gone; "
+        "mastif overrides it" in text
+    )

@@ -33,10 +33,12 @@ def tiny_installed(monkeypatch):
 
 
 def test_the_built_in_frameworks_register_through_the_entry_point_group():
-    # no table inside mastif: the four come from mastif's own pyproject entry points
+    # no table inside mastif: they come from mastif's own pyproject entry points. Each loads
+    # in its own environment (tests/frameworks/test_framework_env.py); the harness has none
     assert set(FRAMEWORKS) <= set(available_frameworks())
     for name in FRAMEWORKS:
-        assert get_framework(name).name == name
+        with pytest.raises(FrameworkNotFound, match="cannot be loaded"):
+            get_framework(name)
 
 
 def test_a_plugin_is_found_once_installed(tiny_installed):

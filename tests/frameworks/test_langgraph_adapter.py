@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 from mastif.frameworks.langgraph import LangGraphAdapter
+from mastif.protocols.mcp import open_mcp_server
+from tests.protocols.test_protocol_mcp import TOOLS, Call
 from tests.support.fakes import ScriptedChatServer
 from tests.support.stackrun import run_stack
 
@@ -32,3 +37,39 @@ def test_a2a_node_visits_reuse_the_runs_graphs(tmp_path, fake_model_config, monk
     # one per node, and the orchestrator's
     assert sorted(built) == ["interact", "navigate", "observe", "orchestrator", "report"]
     assert trace.wall_setup_s > 0
+
+
+# moved from tests/protocols/test_protocol_mcp.py: LangChain's MCP adapters are in LangGraph's
+# environment only
+def test_langchain_mcp_adapters_load_and_call_the_tools() -> None:
+    from langchain_mcp_adapters.client import MultiServerMCPClient
+
+    calls: list[Call] = []
+
+    async def main() -> tuple[list[Any], Any, int]:
+        async with open_mcp_server(TOOLS, on_call=lambda *c: calls.append(c)) as server:
+            client = MultiServerMCPClient(
+                {
+                    "m": {
+                        "transport": "streamable_http",
+                        "url": server.url_for("run-lc", "agent"),
+                        # as the frameworks do: the server's factory (timing, the key)
+                        "httpx_client_factory": server.http_client_factory,
+                    }
+                }
+            )
+            tools = await client.get_tools()
+            parser = next(t for t in tools if t.name == "json_parser")
+            output = await parser.ainvoke({"json_string": '{"a": [1, 2]}', "query": "a[1]"})
+            return tools, output, server.calls_served("run-lc")
+
+    tools, output, served = asyncio.run(main())
+    assert [t.name for t in tools] == [t.name for t in TOOLS]
+    for lc_tool, ours in zip(tools, TOOLS, strict=True):
+        assert lc_tool.description == ours.description
+        assert lc_tool.args_schema == ours.parameters
+    assert [block["text"] for block in output] == ["2"]
+    assert served == 1
+    assert [(c[0], c[1], c[2], c[4].ok) for c in calls] == [
+        ("run-lc", "agent", "json_parser", True)
+    ]

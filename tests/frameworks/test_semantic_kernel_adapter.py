@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import json
 import uuid
+from importlib import metadata
 
 import pytest
 from semantic_kernel import Kernel
@@ -19,6 +20,7 @@ from semantic_kernel.processes.local_runtime.local_step import LocalStep
 
 import mastif.frameworks.plan
 from mastif.core.config import NodeSpec
+from mastif.core.provenance import IncompatibleLibraryError, check_framework
 from mastif.frameworks import semantic_kernel as sk_adapter
 from mastif.frameworks.plan import PlannedNode, WorkflowPlan, drive_workflow
 from mastif.tools import get_tools
@@ -354,3 +356,20 @@ def test_process_routes_like_drive_workflow(before, loop, after, stop_at, expect
 
     assert asyncio.run(with_drive_workflow()) == expected
     assert asyncio.run(with_process()) == expected
+
+
+# moved from tests/core/test_provenance.py: the library is only here, in its environment
+def test_semantic_kernel_without_a_member_it_overrides_is_refused(monkeypatch):
+    from semantic_kernel.connectors.ai.open_ai import OpenAIChatCompletion
+
+    from mastif.frameworks.semantic_kernel import SemanticKernelAdapter
+
+    owner = next(
+        k for k in OpenAIChatCompletion.__mro__ if "_get_function_call_from_chat_choice" in vars(k)
+    )
+    monkeypatch.delattr(owner, "_get_function_call_from_chat_choice")
+    with pytest.raises(
+        IncompatibleLibraryError, match="_get_function_call_from_chat_choice is gone"
+    ) as err:
+        check_framework(SemanticKernelAdapter())
+    assert f"semantic-kernel {metadata.version('semantic-kernel')}: " in str(err.value)

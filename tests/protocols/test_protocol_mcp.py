@@ -174,40 +174,6 @@ def test_runs_are_counted_apart() -> None:
     assert out["runs"] == set()
 
 
-def test_langchain_mcp_adapters_load_and_call_the_tools() -> None:
-    from langchain_mcp_adapters.client import MultiServerMCPClient
-
-    calls: list[Call] = []
-
-    async def main() -> tuple[list[Any], Any, int]:
-        async with open_mcp_server(TOOLS, on_call=lambda *c: calls.append(c)) as server:
-            client = MultiServerMCPClient(
-                {
-                    "m": {
-                        "transport": "streamable_http",
-                        "url": server.url_for("run-lc", "agent"),
-                        # as the frameworks do: the server's factory (timing, the key)
-                        "httpx_client_factory": server.http_client_factory,
-                    }
-                }
-            )
-            tools = await client.get_tools()
-            parser = next(t for t in tools if t.name == "json_parser")
-            output = await parser.ainvoke({"json_string": '{"a": [1, 2]}', "query": "a[1]"})
-            return tools, output, server.calls_served("run-lc")
-
-    tools, output, served = asyncio.run(main())
-    assert [t.name for t in tools] == [t.name for t in TOOLS]
-    for lc_tool, ours in zip(tools, TOOLS, strict=True):
-        assert lc_tool.description == ours.description
-        assert lc_tool.args_schema == ours.parameters
-    assert [block["text"] for block in output] == ["2"]
-    assert served == 1
-    assert [(c[0], c[1], c[2], c[4].ok) for c in calls] == [
-        ("run-lc", "agent", "json_parser", True)
-    ]
-
-
 def test_url_for_refuses_ids_that_would_misattribute() -> None:
     async def main() -> None:
         async with open_mcp_server(TOOLS) as server:

@@ -151,11 +151,15 @@ def test_a2a_runs_the_linear_loop_like_the_framework(fake_model_config, tmp_path
     assert [c.node for c in trace.llm_calls] == [n.node for n in trace.node_outputs]
 
 
+# in LangChain's environment (tests/conftest.py): the servers are watched in process
+@pytest.mark.parametrize("framework", ["langchain"])
 @pytest.mark.parametrize("protocol", ["mcp", "a2a"])
-def test_servers_are_gone_when_the_run_fails(protocol, fake_model_config, tmp_path, served_urls):
+def test_servers_are_gone_when_the_run_fails(
+    protocol, framework, fake_model_config, tmp_path, served_urls
+):
     with ScriptedChatServer(lambda p: {"status": 500}) as srv:
         cfg = fake_model_config(srv.base_url)
-        cfg["protocols"], cfg["frameworks"] = [protocol], ["langchain"]
+        cfg["protocols"], cfg["frameworks"] = [protocol], [framework]
         (trace,) = run_stack(cfg, tmp_path)
     assert trace.status == "error" and trace.error_class == "provider_error"
     assert served_urls and all(refuses_connections(u) for u in served_urls)

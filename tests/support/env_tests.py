@@ -19,6 +19,7 @@ CONTRACT_MODULES: tuple[str, ...] = (
     "tests/frameworks/test_native_orchestration.py",
     "tests/protocols/test_protocols_contract.py",
     "tests/frameworks/test_framework_env.py",
+    "tests/security/test_gateway.py",
 )
 
 

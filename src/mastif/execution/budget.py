@@ -154,6 +154,15 @@ class Ledger:
         # the runs of one job reserve from worker threads: one at a time in the process,
         # whatever the file lock's own per-thread semantics
         self._in_process = threading.Lock()
+        self._lock_timeout_s = lock_timeout_s
+
+    def __getstate__(self) -> dict[str, object]:
+        # a stack job's gate travels to its framework's worker (mastif.execution.stack_worker):
+        # the file is what both processes share; each has locks of its own
+        return {"path": self.path, "lock_timeout_s": self._lock_timeout_s}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__init__(state["path"], state["lock_timeout_s"])  # type: ignore[misc, arg-type]
 
     @contextmanager
     def locked(self) -> Iterator[None]:

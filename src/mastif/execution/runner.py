@@ -29,13 +29,13 @@ import httpx
 import openai
 from tqdm import tqdm
 
-from mastif.core.atomic import append_lines, read_json_lines
 from mastif.core.config import ExperimentConfig, GenerationSpec, ModelSpec, Stack
 from mastif.core.logsetup import log_to
 from mastif.core.provenance import check_framework, collect_provenance, model_server_name
 from mastif.core.timing import decompose
 from mastif.core.trace import RunTrace, usage_totals
 from mastif.execution.budget import BudgetGate, BudgetReached, run_bounds
+from mastif.execution.checkpoint import Checkpoint
 from mastif.execution.stack_worker import WorkerFailed, WorkOrder, run_work
 from mastif.execution.webenv import WebEnvironment, open_web_environment
 from mastif.frameworks import FrameworkAdapter, RunContext, RunRecorder, get_framework
@@ -132,38 +132,6 @@ def classify_error(exc: BaseException) -> tuple[str, str]:
 
 class DelegatedWorkFailed(RuntimeError):
     """An A2A agent's work failed; the message carries the classification for the orchestrator."""
-
-
-class Checkpoint:
-    """Append-only JSONL of finished runs, one file per shard job; survives a killed job.
-
-    It lives outside Snakemake's declared outputs, so a killed or failed job keeps it.
-    :meth:`load` reads every ``*.jsonl`` beside ``path`` (the stack's other shards, also
-    under an earlier shard count), so a finished run is found wherever it was written.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-
-    def load(self) -> dict[str, RunTrace]:
-        done: dict[str, RunTrace] = {}
-        if not self.path.parent.is_dir():
-            return done
-        for path in sorted(self.path.parent.glob("*.jsonl")):
-            # a torn last line from a kill mid-write is skipped: that run is redone
-            for record in read_json_lines(path)[0]:
-                try:
-                    trace = RunTrace.from_record(record)
-                except (TypeError, KeyError, ValueError, AttributeError):
-                    continue  # not a run this version wrote: redone
-                done[trace.run_id] = trace
-        return done
-
-    def append(self, trace: RunTrace) -> None:
-        append_lines(self.path, trace.to_json().encode() + b"\n")
-
-    def remove(self) -> None:
-        self.path.unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)
@@ -537,7 +505,7 @@ def execute_stack(
         )
         # the model's server runs here, the framework in its own environment
         with open_endpoint(stack.model, spec, server_log) as endpoint:
-            traces = run_work(order, endpoint, budget)
+            traces = run_work(order, endpoint, budget, run_pending)
         for trace in traces:
             done[trace.run_id] = trace
         if budget is not None and budget.refusal is not None:

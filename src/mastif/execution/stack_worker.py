@@ -4,7 +4,7 @@ The harness's side of a stack job (:func:`mastif.execution.runner.execute_stack`
 runs still to do and opens the model endpoint (a local model's server runs in the harness);
 the rest -- the gateway, the web tools and sandbox, the protocol's servers, the framework --
 runs in the framework's own environment (:mod:`mastif.execution.frameworkenv`), started as
-``<env>/bin/python -m mastif.execution.stack_worker ORDER``. They meet only at boundaries
+``<env>/bin/python -m mastif.execution.worker ORDER RESULT``. They meet only at boundaries
 the job has anyway: the endpoint's URL on loopback, and files -- the work order (JSON:
 config, runs to do, endpoint without its key), the checkpoint JSONL the worker appends each
 finished run to, the job's log, and a result file (a budget's refusal, or the error that
@@ -25,8 +25,8 @@ import os
 import pickle
 import signal
 import subprocess
-import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from mastif.core.config import ExperimentConfig, Stack
 from mastif.core.provenance import IncompatibleLibraryError
 from mastif.core.trace import RunTrace
 from mastif.execution.budget import BudgetGate
+from mastif.execution.checkpoint import Checkpoint
 from mastif.execution.frameworkenv import FrameworkEnvError, declared_envs, framework_env
 from mastif.providers.endpoint import Endpoint
 from mastif.tasks import Task
@@ -111,8 +112,12 @@ class WorkerFailed(RuntimeError):
     """The framework's process stopped without finishing its work; the message says why."""
 
 
+#: the framework's side of the work (:func:`mastif.execution.runner.run_pending`)
+Work = Callable[[WorkOrder, Endpoint, "BudgetGate | None"], list[RunTrace]]
+
+
 def run_work(
-    order: WorkOrder, endpoint: Endpoint, budget: BudgetGate | None
+    order: WorkOrder, endpoint: Endpoint, budget: BudgetGate | None, work: Work
 ) -> list[RunTrace]:
     """Run ``order`` in its framework's environment; the traces of the runs it finished.
 
@@ -120,16 +125,14 @@ def run_work(
     refusal is set on ``budget`` (as the in-process gate sets it); an adapter that no longer
     fits its library raises :class:`IncompatibleLibraryError` here as there.
     """
-    from mastif.execution.runner import Checkpoint, run_pending
-
     name = order.stack.framework
     if name not in declared_envs():
         # a plugin installed beside mastif without an environment of its own
         log.info("framework %s declares no environment: its runs run in this process", name)
-        return run_pending(order, endpoint, budget)
+        return work(order, endpoint, budget)
     env = framework_env(name)
     if env.is_running():
-        return run_pending(order, endpoint, budget)
+        return work(order, endpoint, budget)
     if not env.is_built():
         raise FrameworkEnvError(
             f"framework {order.stack.framework!r}: its environment {env.prefix} is not built "
@@ -161,7 +164,7 @@ def _run_worker(
     python: Path, order_file: Path, result_file: Path, api_key: str, order: WorkOrder
 ) -> None:
     env = {**os.environ, API_KEY_ENV: api_key}
-    command = [str(python), "-m", "mastif.execution.stack_worker", str(order_file),
+    command = [str(python), "-m", "mastif.execution.worker", str(order_file),
                str(result_file)]  # fmt: skip
     log.info("stack %s: worker %s", order.stack.path, " ".join(command[:3]))
     process = subprocess.Popen(command, env=env)
@@ -177,26 +180,21 @@ def _run_worker(
                 process.wait()
 
 
-def main(argv: list[str]) -> int:
-    """The worker process: run the order in ``argv[0]``, write the result to ``argv[1]``."""
+def worker_main(argv: list[str], work: Work) -> int:
+    """The worker process (``python -m mastif.execution.worker ORDER RESULT``): do the work
+    of the order in ``argv[0]``, write the result to ``argv[1]``."""
     from mastif.core.logsetup import log_to
-    from mastif.execution.runner import exit_cleanly_on_sigterm, run_pending
 
     order_file, result_file = Path(argv[0]), Path(argv[1])
-    exit_cleanly_on_sigterm()
     result: dict[str, Any] = {"error": None, "refusal": None}
     try:
         order, endpoint, budget = WorkOrder.from_json(order_file.read_text())
         if order.log is not None:
             log_to(order.log)
-        run_pending(order, endpoint, budget)
+        work(order, endpoint, budget)
         result["refusal"] = budget.refusal if budget is not None else None
     except Exception as exc:  # noqa: BLE001 - the harness raises it again, named
         log.exception("the stack job's worker stopped")
         result["error"] = [type(exc).__name__, str(exc)]
     result_file.write_text(json.dumps(result))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

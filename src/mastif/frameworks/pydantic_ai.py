@@ -80,8 +80,8 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
-    RetryPromptPart,
     ToolCallPart,
+    ToolReturnPart,
 )
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.models.openai import OpenAIChatModel
@@ -207,12 +207,18 @@ class TurnPolicy(AbstractCapability[Any]):
         its retry text (its refusal), each at its place in the model's order."""
         if not self.reply or not messages or not isinstance(messages[-1], ModelRequest):
             return
-        said = {p.tool_call_id: p for p in messages[-1].parts if isinstance(p, RetryPromptPart)}
+        # in the release locked here (2.78) a refusal is the call's own return part marked "retried" (RetryPromptPart
+        # is deprecated), in the text the model reads
+        said = {
+            p.tool_call_id: p.model_response_str()
+            for p in messages[-1].parts
+            if isinstance(p, ToolReturnPart) and p.outcome == "retried"
+        }
         for call in self.reply:
-            part = said.get(call.tool_call_id)
-            if call.tool_call_id in self.started or part is None:
+            text = said.get(call.tool_call_id)
+            if call.tool_call_id in self.started or text is None:
                 continue
-            self.record(call, part.model_response())
+            self.record(call, text)
         self.reply = []
 
     def record(self, call: ToolCallPart, said: str) -> None:
