@@ -157,11 +157,7 @@ TEST_WORKERS ?= 2
 test: setup envs-all
 	@status=0; \
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25 || status=1; \
-	for fw in $(ALL_ENVS); do \
-		echo "== tests in the $$fw environment"; \
-		.envs/$$fw/bin/python -m pytest -n $(TEST_WORKERS) -q -p no:cacheprovider \
-			$$(.envs/$$fw/bin/python -m tests.support.env_tests) || status=1; \
-	done; \
+	$(BIN)/python -m tests.support.env_tests --durations=5 || status=1; \
 	exit $$status
 
 # the fast tier: no model server, no Chromium, no Snakemake run on a model, no waiting on a
@@ -169,10 +165,7 @@ test: setup envs-all
 test-fast: setup envs-all
 	@status=0; \
 	$(BIN)/python -m pytest -m "not slow" -n $(TEST_WORKERS) || status=1; \
-	for fw in $(ALL_ENVS); do \
-		.envs/$$fw/bin/python -m pytest -m "not slow" -n $(TEST_WORKERS) -q -p no:cacheprovider \
-			$$(.envs/$$fw/bin/python -m tests.support.env_tests) || status=1; \
-	done; \
+	$(BIN)/python -m tests.support.env_tests -m "not slow" || status=1; \
 	exit $$status
 
 # every framework under every protocol on the real model (make test runs the six beyond the
