@@ -14,11 +14,16 @@ same sandbox tasks, ``max_steps`` 2, ``max_tool_rounds`` 1) against the scripted
 ``latency_s`` (default 0.2 s): the model answers the same whatever the framework asks, so
 the differences are the framework's own. It prints, per framework: model calls per run,
 prompt tokens per call (the scripted endpoint's count: characters / 4 of messages and tool
-list) and their ratio to LangGraph, and harness CPU milliseconds per model call (the job
-process's user + system CPU over its model calls: framework, gateway, tools and sandbox
-threads, and the job's start-up amortised; the scripted server's share is the same per call
-for all; a first job on one task loads the modules before the measured one). ``--save F`` writes the
-table as JSON; ``--compare F`` prints a saved table beside this one (before/after).
+list) and their ratio to LangGraph, and CPU milliseconds per model call of the stack job's
+processes (user + system: the job's own and, since each framework runs in its own
+environment, its worker's -- framework, gateway, tools, sandbox and protocol threads; the
+scripted server's share is the same per call for all). The per-call figure is the
+difference of a job on ``--tasks`` tasks and one on a single task, over the difference of
+their model calls, so what a job pays once (the worker's start: interpreter, imports,
+servers) is apart: ``job_start_cpu_s`` and ``job_start_wall_s`` (the single-task job's
+CPU and wall time beyond its calls' share). A first job on one task warms the disk cache.
+``--save F`` writes the table as JSON; ``--compare F`` prints a saved table beside this one
+(before/after).
 
     .venv/bin/python bench/framework_overhead.py --stub [--tasks 3] [--latency 0.2]
         [--frameworks langgraph,crewai] [--save before.json] [--compare before.json]
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -115,32 +121,52 @@ def run_one(
 ) -> dict[str, Any]:
     """In this (fresh) process: one framework's stack on ``n_tasks`` sandbox tasks."""
     from mastif.execution.experiment import parse_config
-    from mastif.execution.runner import execute_stack
     from mastif.tasks import load_tasks
 
     script = workdir / "stub.yaml"
     script.write_text(yaml.safe_dump({"latency_s": latency, "rules": STUB_RULES}))
     config = parse_config(stub_config(framework, script, n_tasks, protocol))
     tasks = sorted(load_tasks("sandbox"), key=lambda t: t.task_id)[:n_tasks]
-    # a first job on one task loads the framework's modules: imports are not per call
-    execute_stack(
-        config, config.stacks()[0], tasks[:1], workdir / "warm.jsonl", workdir / "warm.log", REPO
-    )
-    cpu0, wall0 = time.process_time(), time.perf_counter()
-    traces = execute_stack(
-        config, config.stacks()[0], tasks, workdir / "ckpt.jsonl", workdir / "server.log", REPO
-    )
-    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    # a first job on one task warms the disk cache (and, in one process, loads the modules)
+    job(config, tasks[:1], workdir / "warm")
+    one, one_cpu, one_wall = job(config, tasks[:1], workdir / "one")
+    traces, cpu, wall = job(config, tasks, workdir / "all")
     calls = [c for t in traces for c in t.llm_calls]
+    n_one = sum(len(t.llm_calls) for t in one)
+    per_call = (cpu - one_cpu) / (len(calls) - n_one)
+    per_call_wall = (wall - one_wall) / (len(calls) - n_one)
     return {
         "framework": framework,
         "runs": len(traces),
-        "failed_runs": sum(t.status != "ok" for t in traces),
+        "failed_runs": sum(t.status != "ok" for t in traces + one),
         "llm_calls_per_run": len(calls) / len(traces),
         "prompt_tokens_per_call": statistics.fmean(c.prompt_tokens or 0 for c in calls),
-        "harness_cpu_ms_per_call": 1000 * cpu / len(calls),
+        "harness_cpu_ms_per_call": 1000 * per_call,
+        "job_start_cpu_s": one_cpu - per_call * n_one,
+        "job_start_wall_s": one_wall - per_call_wall * n_one,
         "wall_s_per_run": wall / len(traces),
     }
+
+
+def job(config: Any, tasks: list[Any], workdir: Path) -> tuple[list[Any], float, float]:
+    """One stack job on ``tasks``: its traces, the CPU seconds of this process and of the
+    children it waited for (the framework's worker), and its wall seconds."""
+    from mastif.execution.runner import execute_stack
+
+    workdir.mkdir(parents=True)
+    cpu0, wall0 = cpu_seconds(), time.perf_counter()
+    traces = execute_stack(
+        config, config.stacks()[0], tasks, workdir / "ckpt.jsonl", workdir / "server.log", REPO
+    )
+    return traces, cpu_seconds() - cpu0, time.perf_counter() - wall0
+
+
+def cpu_seconds() -> float:
+    """User + system CPU of this process and of its waited-for children (and theirs)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN
+    )
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def stub_table(
@@ -209,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
                     "llm_calls_per_run",
                     "prompt_tokens_per_call",
                     "harness_cpu_ms_per_call",
+                    "job_start_cpu_s",
+                    "job_start_wall_s",
                     "wall_s_per_run",
                 )  # fmt: skip
             ),

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Check profiles/slurm against a real SLURM cluster on this machine: starts the single-node
 # cluster with accounting (bench/slurm/start_cluster.sh), copies the work tree to a temp
-# directory (without .git, .venv, results, logs, .snakemake), runs the whole tiny
+# directory (without .git, .venv, .envs, results, logs, .snakemake), builds the experiment's
+# framework environments in it (mastif envs build), runs the whole tiny
 # experiment there through snakemake-executor-plugin-slurm, then prints sacct for the jobs,
 # which outputs exist and the run's outcome. Needs root (for the cluster) and the project's
 # venv with the plugin:
@@ -43,7 +44,7 @@ sinfo --version
 
 WORK=$(mktemp -d /tmp/mastif-slurm-check.XXXXXX)
 say "work tree copy: $WORK"
-rsync -a --exclude=/.git --exclude=/.venv --exclude=/results --exclude=/logs \
+rsync -a --exclude=/.git --exclude=/.venv --exclude=/.envs --exclude=/results --exclude=/logs \
   --exclude=/.snakemake --exclude=__pycache__ --exclude=.pytest_cache --exclude=.ruff_cache \
   --exclude='*.egg-info' "$REPO/" "$WORK/"
 cd "$WORK" || exit 1
@@ -54,6 +55,11 @@ export PATH="$VENV/bin:$PATH"
 
 say "validate"
 "$VENV/bin/mastif" validate "$CONFIG" || exit 1
+
+# the experiment's framework environments, built here before anything is submitted (a
+# cluster's nodes need no network then); the workflow's framework_env jobs find them current
+say "framework environments (mastif envs build --configfile $CONFIG)"
+"$VENV/bin/python" -m mastif.cli envs build --configfile "$CONFIG" || exit 1
 # shellcheck disable=SC2086
 "$VENV/bin/snakemake" -n -q --profile profiles/slurm --configfile "$CONFIG" ${CHECK_EXTRA_ARGS:-} 2>&1 | tail -n 25
 

@@ -106,7 +106,9 @@ def test_the_environment_is_what_its_lock_pins(framework):
         if name == "mastif":
             continue
         assert name in pinned, f"{name} is installed but not in {framework}'s lock"
-        assert dist.version in pinned[name], f"{name}: {dist.version} installed, lock {pinned[name]}"
+        assert dist.version in pinned[name], (
+            f"{name}: {dist.version} installed, lock {pinned[name]}"
+        )
 
 
 # ------------------------------------------------------------------------------ the harness

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 
 import pytest
 
 from mastif.execution.experiment import parse_config
+from mastif.execution.frameworkenv import framework_env
 from mastif.execution.runner import execute_stack
 from mastif.frameworks import FRAMEWORKS, PAPER_FRAMEWORKS
 from mastif.protocols import PROTOCOLS
@@ -140,15 +142,10 @@ def as_handed_over(
     LlamaIndex's OpenAI client completes arguments cut off by max_tokens with its own
     ``parse_partial_json`` ({} when it cannot)."""
     if framework == "llamaindex":
-        from llama_index.core.llms.utils import parse_partial_json
-
         try:
             json.loads(arguments, strict=False)
         except json.JSONDecodeError:
-            try:
-                return json.dumps(parse_partial_json(arguments))
-            except (ValueError, TypeError):
-                return "{}"
+            return llamaindex_partial_json(arguments)
         return arguments
     if framework != "smolagents" or first_inputs.get(name) is None:
         return arguments
@@ -157,6 +154,21 @@ def as_handed_over(
     except json.JSONDecodeError:
         return json.dumps({first_inputs[name]: arguments})
     return arguments
+
+
+def llamaindex_partial_json(arguments: str) -> str:
+    """LlamaIndex's ``parse_partial_json`` of ``arguments`` ("{}" when it cannot), run in
+    LlamaIndex's environment (the harness has no LlamaIndex)."""
+    code = (
+        "import json, sys\n"
+        "from llama_index.core.llms.utils import parse_partial_json\n"
+        "try: print(json.dumps(parse_partial_json(sys.stdin.read())))\n"
+        "except (ValueError, TypeError): print('{}')"
+    )
+    python = str(framework_env("llamaindex").python)
+    done = subprocess.run([python, "-c", code], input=arguments, capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    return done.stdout.strip()
 
 
 def canonical(name: str, arguments: str) -> tuple[str, str]:

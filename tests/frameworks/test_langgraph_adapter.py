@@ -7,7 +7,7 @@ from typing import Any
 
 from mastif.frameworks.langgraph import LangGraphAdapter
 from mastif.protocols.mcp import open_mcp_server
-from tests.protocols.test_protocol_mcp import TOOLS, Call
+from mastif.tools import ToolResult, get_tools
 from tests.support.fakes import ScriptedChatServer
 from tests.support.stackrun import run_stack
 
@@ -39,8 +39,12 @@ def test_a2a_node_visits_reuse_the_runs_graphs(tmp_path, fake_model_config, monk
     assert trace.wall_setup_s > 0
 
 
-# moved from tests/protocols/test_protocol_mcp.py: LangChain's MCP adapters are in LangGraph's
-# environment only
+# LangChain's MCP adapters against mastif's MCP server (in LangGraph's environment, which
+# holds them)
+TOOLS = get_tools(["sympy", "json_parser", "datetime"])
+Call = tuple[str, str, str, Any, ToolResult]
+
+
 def test_langchain_mcp_adapters_load_and_call_the_tools() -> None:
     from langchain_mcp_adapters.client import MultiServerMCPClient
 

@@ -14,26 +14,50 @@ import pytest
 from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 
-from mastif.protocols.mcp import open_mcp_server
+from mastif.protocols.mcp import SDK_LINE, open_mcp_server
 from mastif.tools import ToolResult, get_tools
 
 TOOLS = get_tools(["sympy", "json_parser", "datetime"])
 
 Call = tuple[str, str, str, Any, ToolResult]
 
+#: the protocol the installed SDK's client speaks by default: SDK 1 opens a session with the
+#: initialize handshake (2025-11-25); SDK 2's Client finds the stateless 2026-07-28 with
+#: server/discover ("auto"), and speaks the handshake only when told ("legacy")
+PROTOCOL = "2026-07-28" if SDK_LINE >= 2 else "2025-11-25"
+HANDSHAKE = "2025-11-25"
+
 
 @asynccontextmanager
-async def mcp_session(url: str, http: Any) -> AsyncIterator[ClientSession]:
-    """A client session; ``http``: the server's httpx client factory (times exchanges, sends
-    the server's key, as every framework's MCP client does)."""
+async def connect(url: str, http: Any, mode: str = "auto") -> AsyncIterator[tuple[Any, str]]:
+    """A connected MCP client and the protocol version it agreed with the server: SDK 1's
+    ``ClientSession``, SDK 2's ``Client`` (``mode``: "auto" or "legacy"). ``http``: the
+    server's httpx client factory (times exchanges, sends the server's key, as every
+    framework's MCP client does)."""
     async with AsyncExitStack() as stack:
         client = await stack.enter_async_context(http())
-        async with (
-            streamable_http_client(url, http_client=client) as (read, write, _),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            yield session
+        transport = streamable_http_client(url, http_client=client)
+        if SDK_LINE >= 2:
+            from mcp import Client
+
+            async with Client(transport, mode=mode) as session:
+                yield session, session.protocol_version
+        else:
+            async with transport as (read, write, _), ClientSession(read, write) as session:
+                result = await session.initialize()
+                yield session, result.protocolVersion
+
+
+@asynccontextmanager
+async def mcp_session(url: str, http: Any) -> AsyncIterator[Any]:
+    """A connected MCP client of the installed SDK, speaking its default protocol."""
+    async with connect(url, http) as (session, _):
+        yield session
+
+
+def wire(model: Any) -> dict[str, Any]:
+    """An SDK model as on the wire (SDK 2 names its fields in snake_case, SDK 1 as the wire)."""
+    return model.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
 def text_of(result: types.CallToolResult) -> str:
@@ -67,9 +91,9 @@ def test_list_tools_offers_our_tools_exactly() -> None:
     assert [t.name for t in listed] == [t.name for t in TOOLS]
     for offered, ours in zip(listed, TOOLS, strict=True):
         assert offered.description == ours.description
-        assert offered.inputSchema == ours.parameters
+        assert wire(offered)["inputSchema"] == ours.parameters
         # same keys in the same order, not just an equal dict
-        assert json.dumps(offered.inputSchema) == json.dumps(ours.parameters)
+        assert json.dumps(wire(offered)["inputSchema"]) == json.dumps(ours.parameters)
 
 
 def test_call_returns_tool_output_and_reports_the_run() -> None:
@@ -86,7 +110,7 @@ def test_call_returns_tool_output_and_reports_the_run() -> None:
             return result, server.calls_served("run-a")
 
     result, served = asyncio.run(main())
-    assert result.isError is False
+    assert wire(result)["isError"] is False
     assert text_of(result) == "[-2, 2]"
     assert served == 1
     [(run_id, node, name, arguments, tool_result)] = calls
@@ -109,9 +133,9 @@ def test_failures_are_results_not_rejections() -> None:
             return bad, unknown, server.calls_served("run-a")
 
     bad, unknown, served = asyncio.run(main())
-    assert bad.isError is True
+    assert wire(bad)["isError"] is True
     assert text_of(bad).startswith("invalid arguments for sympy:")
-    assert unknown.isError is True
+    assert wire(unknown)["isError"] is True
     assert text_of(unknown) == (
         "unknown tool 'web_search'; offered: ['datetime', 'json_parser', 'sympy']"
     )
@@ -163,8 +187,9 @@ def test_runs_are_counted_apart() -> None:
         assert stats.requests > 0 and stats.messages > 0
         assert stats.bytes_in > 0 and stats.bytes_out > 0
         assert stats.inner_s > 0
-        # the client timed each exchange but the session's notification stream (GET)
-        assert stats.exchanges == stats.requests - 1
+        # the client timed each exchange but the session's notification stream (a GET; on
+        # 2026-07-28 there is no session and no such stream)
+        assert stats.exchanges == stats.requests - (PROTOCOL == HANDSHAKE)
         assert stats.exchange_s >= stats.inner_s
     # run a made one more call than b over an otherwise identical session
     assert out["a"].messages > out["b"].messages
@@ -172,6 +197,39 @@ def test_runs_are_counted_apart() -> None:
     assert out["a_again"].requests == 0  # popped
     assert out["stray"] == 404
     assert out["runs"] == set()
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"] if SDK_LINE >= 2 else ["auto"])
+def test_the_protocol_served_and_recorded(mode: str, caplog) -> None:
+    """SDK 1 serves the handshake's 2025-11-25; SDK 2 serves 2026-07-28 to a client that
+    discovers it (no session: each request declares its client) and the handshake's
+    2025-11-25 to one that asks for that. The run's record and log line say which."""
+    caplog.set_level(logging.INFO, logger="mastif.protocols.mcp")
+    expected = HANDSHAKE if mode == "legacy" else PROTOCOL
+
+    async def main() -> tuple[str, Any]:
+        async with open_mcp_server(TOOLS) as server:
+            url = server.url_for("run-v", "agent")
+            async with connect(url, server.http_client_factory, mode) as (session, agreed):
+                await session.list_tools()
+                await session.call_tool("datetime", {"timezone": "UTC"})
+            record = server.clients_of("run-v")
+            server.pop_stats("run-v")
+            return agreed, record
+
+    agreed, record = asyncio.run(main())
+    assert agreed == expected
+    [(name, version, protocol, caps)] = record.declared
+    assert (name, version, protocol, caps) == ("mcp", "0.1.0", expected, "none")
+    assert (record.lists, record.calls) == (1, 1)
+    [line] = [r.getMessage() for r in caplog.records if r.name == "mastif.protocols.mcp"]
+    # a handshake client's one session, or a 2026-07-28 client's requests without one
+    sessions, stateless = (1, 0) if expected == HANDSHAKE else (0, 2)
+    assert (len(record.sessions), record.stateless) == (sessions, stateless)
+    how = "1 session" if sessions else "2 stateless requests"
+    assert line.endswith(
+        f"(protocol {expected}, capabilities: none): {how}, 1 tools/list, 1 tools/call"
+    )
 
 
 def test_url_for_refuses_ids_that_would_misattribute() -> None:
@@ -222,8 +280,9 @@ def test_server_stops_when_the_block_raises_with_a_client_still_connected() -> N
 
 
 def test_invalid_requests_and_unknown_tools_log_one_line(caplog) -> None:
-    """An unknown method costs one WARNING line (the SDK's pydantic report was ~60), an
-    unknown tool none (the call is recorded as failed); no traceback, nothing at ERROR."""
+    """An unknown method costs one WARNING line on SDK 1 (its pydantic report was ~60) and
+    none on SDK 2, an unknown tool none (the call is recorded as failed); no traceback,
+    nothing at ERROR."""
     caplog.set_level(logging.INFO)
 
     async def main() -> dict[str, Any]:
@@ -244,7 +303,7 @@ def test_invalid_requests_and_unknown_tools_log_one_line(caplog) -> None:
                 response = await http.post(url, json=bogus, headers=headers)
                 await http.delete(url, headers=headers)
         data = [line for line in response.text.splitlines() if line.startswith("data:")]
-        return {"tool_error": unknown_tool.isError, "reply": json.loads(data[0][5:])}
+        return {"tool_error": wire(unknown_tool)["isError"], "reply": json.loads(data[0][5:])}
 
     seen = asyncio.run(main())
     assert seen["tool_error"] is True
@@ -252,4 +311,4 @@ def test_invalid_requests_and_unknown_tools_log_one_line(caplog) -> None:
     assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
     assert not [r for r in caplog.records if "not listed" in r.getMessage()]
     invalid = [r.getMessage() for r in caplog.records if "Failed to validate" in r.getMessage()]
-    assert len(invalid) == 1 and "\n" not in invalid[0]
+    assert len(invalid) == (SDK_LINE == 1) and all("\n" not in line for line in invalid)

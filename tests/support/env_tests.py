@@ -20,6 +20,7 @@ CONTRACT_MODULES: tuple[str, ...] = (
     "tests/protocols/test_protocols_contract.py",
     "tests/frameworks/test_framework_env.py",
     "tests/security/test_gateway.py",
+    "tests/security/test_no_telemetry.py",
 )
 
 

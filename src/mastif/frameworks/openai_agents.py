@@ -28,7 +28,7 @@ model's order); ``reset_tool_choice`` (its default); its tool definitions
 parameters, "strict": false}}``); its argument handling (``json.loads`` of the model's
 text, empty text is ``{}``, anything else refused with ``Invalid JSON input for tool <name>:
 <text>`` and answered with its ``default_tool_error_function``: "An error occurred while
-parsing tool arguments. Please try again with valid JSON. Error: ..."); its error texts;
+running the tool. Please try again."); its error texts;
 and under ``mcp`` its own MCP client (``MCPServerStreamableHttp``), which lists the
 server's tools before every model turn (``cache_tools_list=False``, its default).
 

@@ -20,8 +20,8 @@ no system prompt (none is configured; the node prompt is the user turn), its too
 ``strict``), its argument handling (the arguments are parsed as JSON and, the schema being the
 tools' own, passed on unvalidated; text that is not JSON is refused: "Invalid JSON: ..."),
 concurrent execution of one reply's calls (its default ``parallel`` mode), tool results as
-``tool`` messages, its retry prompts (a refused call, an unknown tool or a failed tool is
-answered with a ``tool`` message "... Fix the errors and try again."; its default retry
+``tool`` messages, its retries (a refused call, an unknown tool or a failed tool is
+answered with the call's ``tool`` message, ``{"error": ...}``, marked retried); its default retry
 budget of 1 per tool applies, and a run that exceeds it fails with its
 ``UnexpectedModelBehavior``), and its request for text after an empty answer ("Please return
 text.").

@@ -17,11 +17,12 @@ Protocol time has ONE definition for every protocol: the time the clients waited
 run's protocol exchanges, minus the peer's own work inside them. The clients' side is
 timed by :class:`MeteredTransport`, an httpx transport that every protocol client of a run
 is built on (the frameworks' MCP clients through :func:`metered_client_factory`, our A2A
-orchestrator's client through :func:`metered_client`). It times each HTTP exchange from
-sending the request to closing the read response, so connection set-up, the client SDK's
-encoding and decoding, transport and server handling all count; a GET that opens a
-server-sent event stream (MCP's notification channel, open for the whole session with no one
-waiting on it) is not an exchange and is not timed. Both ends attribute by the same URL
+orchestrator's client through :func:`metered_client`; the MCP SDK 2 line's clients are built
+on httpx2, httpx's successor with the same API, and get it on httpx2). It times each HTTP
+exchange from sending the request to closing the read response, so connection set-up, the
+client SDK's encoding and decoding, transport and server handling all count; a GET that
+opens a server-sent event stream (MCP's notification channel, open for the whole session
+with no one waiting on it) is not an exchange and is not timed. Both ends attribute by the same URL
 prefix into the same :class:`WireStats`, so MCP and A2A go through the same measuring code.
 
 Who may talk to a server. Loopback is not private on a shared machine: any local process
@@ -48,6 +49,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import httpx
@@ -296,10 +298,12 @@ class ProtocolServer:
         await app(scope, receive, send)
 
 
-class _TimedStream(httpx.AsyncByteStream):
-    """A response body that reports its exchange's time once, when the client closes it."""
+class _TimedStream:
+    """A response body that reports its exchange's time once, when the client closes it.
 
-    def __init__(self, stream: httpx.AsyncByteStream, done: Callable[[], None]) -> None:
+    Used as a stream of the client's HTTP library (:func:`_timed_stream_type`)."""
+
+    def __init__(self, stream: Any, done: Callable[[], None]) -> None:
         self._stream = stream
         self._done: Callable[[], None] | None = done
 
@@ -314,6 +318,13 @@ class _TimedStream(httpx.AsyncByteStream):
             done, self._done = self._done, None
             if done is not None:
                 done()
+
+
+@functools.cache
+def _timed_stream_type(http: ModuleType) -> type[_TimedStream]:
+    """:class:`_TimedStream` as an ``AsyncByteStream`` of ``http`` (httpx or httpx2): a
+    response reads only a stream of its own library's type."""
+    return type("_TimedStream", (_TimedStream, http.AsyncByteStream), {})
 
 
 @functools.cache
@@ -336,6 +347,9 @@ class MeteredTransport(httpx.AsyncBaseTransport):
     Every request to ``key``'s server carries the key (``Authorization: Bearer``), set here,
     under whatever the client SDK built, so no SDK header handling can drop it; requests
     to any other address do not.
+
+    ``http`` is the client's HTTP library: httpx, or httpx2 (the MCP SDK 2 line's), whose
+    clients call a transport the same way, so this httpx transport serves them too.
     """
 
     def __init__(
@@ -343,10 +357,13 @@ class MeteredTransport(httpx.AsyncBaseTransport):
         meter: WireMeter,
         key: LoopbackKey,
         inner: httpx.AsyncBaseTransport | None = None,
+        http: ModuleType = httpx,
     ) -> None:
         self._meter = meter
         self._key = key
-        self._inner = inner or httpx.AsyncHTTPTransport(verify=shared_ssl_context())
+        self._inner = inner or http.AsyncHTTPTransport(verify=shared_ssl_context())
+        self._stream_type = _timed_stream_type(http)
+        self._byte_stream = http.AsyncByteStream
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         authorization = self._key.authorization_for(request.url)
@@ -365,8 +382,8 @@ class MeteredTransport(httpx.AsyncBaseTransport):
         content_type = response.headers.get("content-type", "")
         if request.method == "GET" and "text/event-stream" in content_type:
             return response
-        assert isinstance(response.stream, httpx.AsyncByteStream)
-        response.stream = _TimedStream(
+        assert isinstance(response.stream, self._byte_stream)
+        response.stream = self._stream_type(
             response.stream,
             lambda: self._meter.add_exchange(run_id, time.perf_counter() - t0),
         )
@@ -380,32 +397,35 @@ def metered_client(
     meter: WireMeter,
     key: LoopbackKey,
     headers: dict[str, str] | None = None,
-    timeout: httpx.Timeout | None = None,
-    auth: httpx.Auth | None = None,
-) -> httpx.AsyncClient:
-    """An httpx client whose exchanges ``meter`` times and that sends ``key`` to its server.
+    timeout: Any = None,
+    auth: Any = None,
+    http: ModuleType = httpx,
+) -> Any:
+    """An ``http`` (httpx or httpx2) client whose exchanges ``meter`` times and that sends
+    ``key`` to its server; ``timeout`` and ``auth`` are that library's.
 
     No proxy from the environment: the servers are on loopback.
     """
-    return httpx.AsyncClient(
-        transport=MeteredTransport(meter, key),
+    return http.AsyncClient(
+        transport=MeteredTransport(meter, key, http=http),
         headers=headers,
-        timeout=timeout if timeout is not None else httpx.Timeout(None, connect=10.0),
+        timeout=timeout if timeout is not None else http.Timeout(None, connect=10.0),
         auth=auth,
         trust_env=False,
     )
 
 
-def metered_client_factory(meter: WireMeter, key: LoopbackKey) -> Callable[..., httpx.AsyncClient]:
-    """:func:`metered_client` bound to ``meter`` and ``key``: what a framework's MCP client
-    is built with (the MCP SDK's ``httpx_client_factory`` signature)."""
+def metered_client_factory(
+    meter: WireMeter, key: LoopbackKey, http: ModuleType = httpx
+) -> Callable[..., Any]:
+    """:func:`metered_client` bound to ``meter``, ``key`` and ``http``: what a framework's MCP
+    client is built with (the MCP SDK's ``httpx_client_factory`` signature; ``http`` is the
+    library the installed SDK's clients are built on)."""
 
     def factory(
-        headers: dict[str, str] | None = None,
-        timeout: httpx.Timeout | None = None,
-        auth: httpx.Auth | None = None,
-    ) -> httpx.AsyncClient:
-        return metered_client(meter, key, headers, timeout, auth)
+        headers: dict[str, str] | None = None, timeout: Any = None, auth: Any = None
+    ) -> Any:
+        return metered_client(meter, key, headers, timeout, auth, http)
 
     return factory
 
