@@ -138,7 +138,7 @@ lock:
 	mv $(LOCK).tmp $(LOCK) && rm -rf .lock-venv build
 	# each framework's own lock, with hashes, for every platform (uv's universal resolution)
 	for d in $(ALL_ENVS); do \
-		(cd envs/$$d && ../../$(BIN)/uv pip compile -q --universal --generate-hashes \
+		(cd envs/$$d && ../../$(BIN)/uv pip compile -q --universal --generate-hashes --upgrade \
 			--python-version 3.11 --custom-compile-command "make lock" \
 			requirements.in -o requirements.lock) || exit 1; \
 	done

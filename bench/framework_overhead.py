@@ -163,8 +163,9 @@ def job(config: Any, tasks: list[Any], workdir: Path) -> tuple[list[Any], float,
 
 def cpu_seconds() -> float:
     """User + system CPU of this process and of its waited-for children (and theirs)."""
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
-        resource.RUSAGE_CHILDREN
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
     )
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 

@@ -44,7 +44,7 @@ async def mcp_calls(n: int, session_per_call: bool) -> tuple[float, float, float
             # the server's client factory, as the frameworks use: it sends the server's key
             async with (
                 server.http_client_factory() as http,
-                streamable_http_client(url, http_client=http) as (read, write, _),
+                streamable_http_client(url, http_client=http) as (read, write, *_),
             ):
                 async with ClientSession(read, write) as session:
                     await session.initialize()

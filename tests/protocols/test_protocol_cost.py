@@ -85,7 +85,7 @@ async def one_exchange(protocol: str, run_id: str) -> tuple[str, ProtocolStats, 
             assert factory is not None
             async with (
                 factory() as http,
-                streamable_http_client(p.mcp_url(run_id), http_client=http) as (read, write, _),
+                streamable_http_client(p.mcp_url(run_id), http_client=http) as (read, write, *_),
                 ClientSession(read, write) as session,
             ):
                 await session.initialize()

@@ -129,7 +129,7 @@ def test_mcp_server_serves_mastifs_own_client() -> None:
                 streamable_http_client(srv.url_for("run-1", "agent"), http_client=http) as (
                     read,
                     write,
-                    _,
+                    *_,
                 ),
                 ClientSession(read, write) as session,
             ):

@@ -65,8 +65,13 @@ def results_follow_up(framework: str, requests: list[dict]) -> dict:
 
 #: the ``clientInfo`` name each framework's own MCP client declares in ``initialize``, where
 #: it is not the MCP SDK's default ("mcp"): the MCP server logs it for every run
-MCP_CLIENT_NAMES: dict[str, str] = {}
+#: (framework, MCP SDK line of its environment) -> name
+MCP_CLIENT_NAMES: dict[tuple[str, int], str] = {
+    ("pydantic_ai", 2): "fastmcp",  # FastMCP 4, Pydantic AI's client on the SDK 2 line
+}
 
 
 def mcp_client_name(framework: str) -> str:
-    return MCP_CLIENT_NAMES.get(framework, "mcp")
+    from mastif.protocols.mcp import SDK_LINE
+
+    return MCP_CLIENT_NAMES.get((framework, SDK_LINE), "mcp")

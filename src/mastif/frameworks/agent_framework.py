@@ -83,7 +83,6 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Never
 
-import httpx
 import openai
 from agent_framework import (
     Agent,
@@ -102,7 +101,7 @@ from agent_framework.observability import disable_instrumentation
 from agent_framework.openai import OpenAIChatCompletionClient
 
 from mastif.frameworks.base import Dispatch, RunContext
-from mastif.frameworks.mcp_transport import SSE_READ_TIMEOUT_S, TIMEOUT_S
+from mastif.frameworks.mcp_transport import HTTPX, SSE_READ_TIMEOUT_S, TIMEOUT_S
 from mastif.frameworks.orchestration import visit_node
 from mastif.frameworks.plan import PlannedNode, WorkflowPlan
 
@@ -331,10 +330,10 @@ async def mcp_tool(ctx: RunContext, stack: AsyncExitStack) -> MCPStreamableHTTPT
     httpx client from ``ctx.mcp_http`` (its ``http_client`` argument: timed exchanges, the
     server's key), without the server's prompts (only its tools are offered)."""
     assert ctx.mcp_url is not None
-    http: httpx.AsyncClient | None = None
+    http: Any = None  # an AsyncClient of the MCP SDK's HTTP library (httpx2 under SDK 2)
     if ctx.mcp_http is not None:
         http = ctx.mcp_http(
-            headers=None, timeout=httpx.Timeout(TIMEOUT_S, read=SSE_READ_TIMEOUT_S), auth=None
+            headers=None, timeout=HTTPX.Timeout(TIMEOUT_S, read=SSE_READ_TIMEOUT_S), auth=None
         )
         stack.push_async_callback(http.aclose)
     tool = MCPStreamableHTTPTool(

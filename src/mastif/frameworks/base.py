@@ -182,7 +182,9 @@ class RunContext:
     #: under ``mcp``: the httpx client factory every MCP client of the run must be built with
     #: (the MCP SDK's ``httpx_client_factory``): it times the exchanges (protocol seconds)
     #: and sends the MCP server's key, without which the server answers 401
-    mcp_http: Callable[..., httpx.AsyncClient] | None = None
+    #: under ``mcp``: the factory of the MCP clients' HTTP clients (an AsyncClient of the MCP
+    #: SDK's HTTP library: httpx, httpx2 under SDK 2; the SDK's ``httpx_client_factory``)
+    mcp_http: Callable[..., Any] | None = None
     started: float = field(default_factory=time.perf_counter)
     #: the node visit in progress (sequential within a run); tool calls served elsewhere
     #: (the MCP server) are attributed to it

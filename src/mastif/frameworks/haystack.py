@@ -94,7 +94,6 @@ from typing import Any
 # read when haystack.telemetry is imported: off before Haystack is
 os.environ["HAYSTACK_TELEMETRY_ENABLED"] = "False"
 
-import httpx  # noqa: E402
 import openai  # noqa: E402
 import posthog  # noqa: E402
 from haystack import Pipeline, component, tracing  # noqa: E402
@@ -113,6 +112,7 @@ from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 from mastif.core.provenance import PrivateMember, private_members_of  # noqa: E402
 from mastif.frameworks.base import Dispatch, RunContext  # noqa: E402
+from mastif.frameworks.mcp_transport import HTTPX  # noqa: E402
 from mastif.frameworks.orchestration import visit_node  # noqa: E402
 from mastif.frameworks.plan import PlannedNode, WorkflowPlan  # noqa: E402
 
@@ -287,7 +287,8 @@ class TimedServerInfo(StreamableHttpServerInfo):
     """mcp-haystack's streamable-HTTP server info whose client is built on ``http_factory``
     (``ctx.mcp_http``: the MCP SDK's ``httpx_client_factory``)."""
 
-    http_factory: Callable[..., httpx.AsyncClient] | None = None
+    #: returns an AsyncClient of the MCP SDK's HTTP library (httpx, or httpx2 under SDK 2)
+    http_factory: Callable[..., Any] | None = None
 
     def create_client(self) -> MCPClient:
         return TimedStreamableHttpClient(self)
@@ -311,7 +312,8 @@ class TimedStreamableHttpClient(StreamableHttpClient):
         headers = self.headers or (
             {"Authorization": f"Bearer {self.token}"} if self.token else None
         )
-        http = self.http_factory(headers=headers, timeout=httpx.Timeout(self.timeout), auth=None)
+        # the MCP SDK's own httpx line (httpx2 under SDK 2)
+        http = self.http_factory(headers=headers, timeout=HTTPX.Timeout(self.timeout), auth=None)
         await self.exit_stack.enter_async_context(http)
         streams = await self.exit_stack.enter_async_context(
             streamable_http_client(self.url, http_client=http)

@@ -26,8 +26,6 @@ from mastif.protocols.wire import WireStats
 from mastif.tools import Tool, ToolResult
 
 if TYPE_CHECKING:  # the SDKs load only when their protocol is opened
-    import httpx
-
     from mastif.protocols.a2a import A2AAgents
     from mastif.protocols.mcp import McpToolServer
 
@@ -111,8 +109,9 @@ class StackProtocol:
         servers = [s for s in (self.mcp, self.agents) if s is not None]
         return ProtocolStats.from_wire(calls, [s.pop_stats(run_id) for s in servers], run_id)
 
-    def mcp_http_client_factory(self) -> Callable[..., httpx.AsyncClient] | None:
-        """Under ``mcp``: what the frameworks' MCP clients build their httpx clients with, so
+    def mcp_http_client_factory(self) -> Callable[..., Any] | None:
+        """Under ``mcp``: what the frameworks' MCP clients build their HTTP clients with (the
+        MCP SDK's library: httpx, httpx2 under SDK 2), so
         the clients' exchanges are timed and they send the server's key, without which it
         answers 401 (the MCP SDK's ``httpx_client_factory``)."""
         return self.mcp.http_client_factory if self.mcp is not None else None
