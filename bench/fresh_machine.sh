@@ -4,10 +4,12 @@
 # compilers on PATH wrapped so that each invocation is logged: the log shows whether set-up
 # compiled anything.
 #
-#     bash bench/fresh_machine.sh [REF] [setup|run] [xllamacpp|llama-server]
+#     bash bench/fresh_machine.sh [REF] [setup|run|test] [xllamacpp|llama-server]
 #                                                       (default: HEAD run xllamacpp)
 #
-# Prints the wall time of `make setup` and, for `run`, of the whole `make run` after it, and
+# Prints the wall time of `make setup` and, for `run` (`test`), of the whole `make run`
+# (`make test`) after it, the disk the environments take (.venv, and each framework's
+# .envs/<framework>), and
 # every compiler invocation (none: "compilers invoked: 0"). With `llama-server` set-up also
 # runs `make llama-native` (timed with it) and the default's models use the compiled server:
 # what a fresh machine would pay if the compiled build were the default. Machine-wide
@@ -47,12 +49,15 @@ if [ "$server" = llama-server ]; then
 fi
 setup_s=$(( $(date +%s) - start ))
 echo "$setup_steps: $((setup_s / 60)) min $((setup_s % 60)) s (log $work/setup.log)"
-if [ "$what" = run ]; then
-    make run >"$work/run.log" 2>&1 || { tail -30 "$work/run.log"; exit 1; }
+echo "disk: .venv $(du -sh .venv | cut -f1)$( [ -d .envs ] && echo ", .envs $(du -sh .envs | cut -f1) ($(ls .envs | tr '\n' ' '))")"
+# uv links installed files to its cache: with it, each file once
+echo "disk with uv's cache, each file once: $(du -shc .venv .envs "$HOME/.cache/uv" 2>/dev/null | tail -1 | cut -f1)"
+if [ "$what" = run ] || [ "$what" = test ]; then
+    make "$what" >"$work/$what.log" 2>&1 || { tail -30 "$work/$what.log"; exit 1; }
     total_s=$(( $(date +%s) - start ))
     run_s=$((total_s - setup_s))
-    echo "make run after set-up: $((run_s / 60)) min $((run_s % 60)) s (log $work/run.log)"
-    echo "make run total (set-up included): $((total_s / 60)) min $((total_s % 60)) s"
+    echo "make $what after set-up: $((run_s / 60)) min $((run_s % 60)) s (log $work/$what.log)"
+    echo "make $what total (set-up included): $((total_s / 60)) min $((total_s % 60)) s"
 fi
 echo "compilers invoked: $(wc -l <"$log") (log $log)"
 sort "$log" | cut -c1-160 | uniq -c | sort -rn | head -5
