@@ -22,8 +22,10 @@ difference of a job on ``--tasks`` tasks and one on a single task, over the diff
 their model calls, so what a job pays once (the worker's start: interpreter, imports,
 servers) is apart: ``job_start_cpu_s`` and ``job_start_wall_s`` (the single-task job's
 CPU and wall time beyond its calls' share). A first job on one task warms the disk cache.
-``--save F`` writes the table as JSON; ``--compare F`` prints a saved table beside this one
-(before/after).
+``--in-env`` runs each framework from its own environment's python, where the work runs in
+process: against the default run (the work in the framework's worker process) that is what
+the process boundary costs, at the same versions. ``--save F`` writes the table as JSON;
+``--compare F`` prints a saved table beside this one (before/after).
 
     .venv/bin/python bench/framework_overhead.py --stub [--tasks 3] [--latency 0.2]
         [--frameworks langgraph,crewai] [--save before.json] [--compare before.json]
@@ -171,13 +173,23 @@ def cpu_seconds() -> float:
 
 
 def stub_table(
-    frameworks: list[str], n_tasks: int, latency: float, protocol: str = "standard"
+    frameworks: list[str],
+    n_tasks: int,
+    latency: float,
+    protocol: str = "standard",
+    in_env: bool = False,
 ) -> pl.DataFrame:
+    """``in_env``: each framework measured from its own environment's python, where the
+    stack's work runs in process (no worker): against the default (from the harness, the
+    work in the framework's worker) this is the process boundary's cost."""
+    from mastif.execution.frameworkenv import framework_env
+
     rows = []
     for framework in frameworks:
+        python = str(framework_env(framework).python) if in_env else sys.executable
         with tempfile.TemporaryDirectory(prefix="mastif-fw-bench-") as tmp:
             done = subprocess.run(
-                [sys.executable, __file__, "--stub-one", framework, "--tasks", str(n_tasks),
+                [python, __file__, "--stub-one", framework, "--tasks", str(n_tasks),
                  "--latency", str(latency), "--workdir", tmp, "--protocol", protocol],
                 capture_output=True, text=True, check=False, cwd=REPO,
             )  # fmt: skip
@@ -204,6 +216,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--frameworks", default=None, help="comma-separated (default: all built-in)"
     )
+    parser.add_argument(
+        "--in-env",
+        action="store_true",
+        help="run each framework in process in its own environment (no worker process)",
+    )
     parser.add_argument("--save", type=Path)
     parser.add_argument("--compare", type=Path)
     args = parser.parse_args(argv)
@@ -217,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     from mastif.frameworks import FRAMEWORKS
 
     names = args.frameworks.split(",") if args.frameworks else list(FRAMEWORKS)
-    table = stub_table(names, args.tasks, args.latency, args.protocol)
+    table = stub_table(names, args.tasks, args.latency, args.protocol, args.in_env)
     print(f"{args.tasks} sandbox tasks per framework, scripted model answering after "
           f"{args.latency:g} s, {args.protocol} protocol, max_steps 2, max_tool_rounds 1")  # fmt: skip
     print_by_framework(table)
