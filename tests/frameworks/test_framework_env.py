@@ -41,14 +41,21 @@ FRAMEWORK_MODULES: dict[str, tuple[str, ...]] = {
 }
 
 
+#: SDKs a framework may name to choose their line (smolagents: mcp<2); the harness holds them too
+SDKS = {"openai", "mcp", "a2a-sdk"}
+
+
 def own_requirements(name: str) -> list[str]:
-    """The distributions ``name``'s requirements.in names itself (not the shared parts)."""
+    """The distributions ``name``'s requirements.in names itself (not the shared parts, nor
+    an SDK it only narrows)."""
     lines = framework_env(name).requirements.read_text().splitlines()
     found = []
     for line in lines:
         line = line.split("#", 1)[0].strip()
         if line and not line.startswith("-"):
-            found.append(re.split(r"[\[<>=!~; ]", line, maxsplit=1)[0])
+            dist = re.split(r"[\[<>=!~; ]", line, maxsplit=1)[0]
+            if dist not in SDKS:
+                found.append(dist)
     return found
 
 
