@@ -153,15 +153,11 @@ dry-run: setup
 # the whole suite: what .ci/run calls and the README's test command. Two pytest-xdist
 # workers; the tests on the real model share one worker and one server (tests/conftest.py)
 TEST_WORKERS ?= 2
-# and, beside it, each framework's tests in its own environment (tests/conftest.py picks
-# them), one environment at a time: the harness's suite leaves a core mostly idle while its
-# real-model tests wait on the model server (its report is printed at the end)
+# then each framework's contract tests in its own environment (tests/conftest.py picks them)
 test: setup envs-all
-	@status=0; envlog=$$(mktemp); \
-	MASTIF_ENV_TEST_PARALLEL=1 $(BIN)/python -m tests.support.env_tests --durations=5 \
-		>$$envlog 2>&1 & envs=$$!; \
+	@status=0; \
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25 || status=1; \
-	wait $$envs || status=1; cat $$envlog; rm -f $$envlog; \
+	$(BIN)/python -m tests.support.env_tests --durations=5 || status=1; \
 	exit $$status
 
 # the fast tier: no model server, no Chromium, no Snakemake run on a model, no waiting on a

@@ -7,7 +7,6 @@ these modules each side runs is decided in tests/conftest.py.
 
 from __future__ import annotations
 
-import os
 import sys
 
 from tests.support.paths import REPO
@@ -35,10 +34,8 @@ def env_modules(framework: str) -> list[str]:
 
 
 #: framework environments tested at once: their tests wait on servers and time-outs more
-#: than they compute (four at once: 1 min 15 s for the ten on 2 cores, two: 2 min 5 s).
-#: ``make test`` runs them beside the harness's suite, one at a time
-#: (``MASTIF_ENV_TEST_PARALLEL=1``)
-PARALLEL = int(os.environ.get("MASTIF_ENV_TEST_PARALLEL", "4"))
+#: than they compute (four at once: 1 min 15 s for the ten on 2 cores, two: 2 min 5 s)
+PARALLEL = 4
 
 
 def run_all(pytest_args: list[str], frameworks: list[str] | None = None) -> int:
