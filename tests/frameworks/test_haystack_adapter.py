@@ -28,11 +28,8 @@ from tests.support.adapter_checks import (
 )
 from tests.support.fakes import ScriptedChatServer, last_user_text
 from tests.support.paths import REPO
-from tests.support.stackrun import run_stack, run_with_one_reply_of_calls
+from tests.support.stackrun import SLOW_CODE, SLOW_OUTPUT, run_stack, run_with_one_reply_of_calls
 from tests.support.workflows import EARLY_STOP_VISITS
-
-#: python_repl code that runs for about half a second (RestrictedPython's ranges are short)
-SLOW_CODE = "print(sum(1 for i in range(900) for j in range(900) for k in range(10)))"
 
 
 def test_the_haystack_pipeline_drives_the_loop(tmp_path, fake_model_config, monkeypatch):
@@ -166,7 +163,7 @@ def test_calls_of_one_reply_run_concurrently_recorded_in_order(tmp_path, fake_mo
     trace, _ = run_with_one_reply_of_calls(calls, "haystack", tmp_path, fake_model_config)
     assert trace.status == "ok", trace.error_message
     slow, quick = trace.tool_calls
-    assert (slow.name, slow.ok, slow.output) == ("python_repl", True, "8100000")
+    assert (slow.name, slow.ok, slow.output) == ("python_repl", True, SLOW_OUTPUT)
     assert quick.name == "datetime" and quick.ok
     assert quick.started_s < slow.started_s + slow.duration_s  # ran while the slow one did
 

@@ -37,6 +37,14 @@ def run_stack(
     )  # fmt: skip
 
 
+#: python_repl code slower than a datetime call (~0.07 s here), and what it prints: a reply
+#: holding both shows whether a framework runs the calls of one reply concurrently. Light
+#: on purpose: python_repl's wall-clock limit (5 s) still holds when the framework
+#: environments' tests run at low priority beside the harness's (make test)
+SLOW_CODE = "print(sum(1 for i in range(400) for j in range(400) for k in range(5)))"
+SLOW_OUTPUT = "800000"
+
+
 def run_with_one_reply_of_calls(
     calls: list[tuple[str, Any]], framework: str, workdir: Path, fake_model_config: Any
 ) -> tuple[RunTrace, list[dict[str, Any]]]:
