@@ -292,3 +292,6 @@ def test_checkpoint_survives_a_torn_line(tmp_path):
     ck.append(trace(3))
     Checkpoint(tmp_path / "2-of-2.jsonl").append(trace(4))  # another shard's file
     assert sorted(ck.load()) == ["r1", "r3", "r4"]
+    # what this job's worker wrote: its own file only
+    assert sorted(ck.load_own()) == ["r1", "r3"]
+    assert Checkpoint(tmp_path / "3-of-3.jsonl").load_own() == {}

@@ -13,6 +13,8 @@ import sys
 from importlib import metadata
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from mastif.core.provenance import PACKAGES, check_framework, package_version
 from mastif.execution.frameworkenv import (
@@ -48,20 +50,19 @@ SDKS = {"openai", "mcp", "a2a-sdk"}
 def own_requirements(name: str) -> list[str]:
     """The distributions ``name``'s requirements.in names itself (not the shared parts, nor
     an SDK it only narrows)."""
-    lines = framework_env(name).requirements.read_text().splitlines()
     found = []
-    for line in lines:
+    for line in framework_env(name).requirements.read_text().splitlines():
         line = line.split("#", 1)[0].strip()
-        if line and not line.startswith("-"):
-            dist = re.split(r"[\[<>=!~; ]", line, maxsplit=1)[0]
-            if dist not in SDKS:
+        if line and not line.startswith("-"):  # -r ../runtime.in, -c ...: the shared parts
+            dist = Requirement(line).name
+            if normal(dist) not in SDKS:
                 found.append(dist)
     return found
 
 
 def normal(name: str) -> str:
     """A distribution name as the registries compare them (PEP 503)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+    return canonicalize_name(name)
 
 
 @pytest.fixture(params=FRAMEWORKS)

@@ -20,21 +20,32 @@ class Checkpoint:
         self.path = Path(path)
 
     def load(self) -> dict[str, RunTrace]:
+        """Every finished run of the stack: this shard's file and those beside it."""
         done: dict[str, RunTrace] = {}
         if not self.path.parent.is_dir():
             return done
         for path in sorted(self.path.parent.glob("*.jsonl")):
-            # a torn last line from a kill mid-write is skipped: that run is redone
-            for record in read_json_lines(path)[0]:
-                try:
-                    trace = RunTrace.from_record(record)
-                except (TypeError, KeyError, ValueError, AttributeError):
-                    continue  # not a run this version wrote: redone
-                done[trace.run_id] = trace
+            done.update(_read(path))
         return done
+
+    def load_own(self) -> dict[str, RunTrace]:
+        """The runs appended to this shard's file only (what one job wrote)."""
+        return _read(self.path) if self.path.is_file() else {}
 
     def append(self, trace: RunTrace) -> None:
         append_lines(self.path, trace.to_json().encode() + b"\n")
 
     def remove(self) -> None:
         self.path.unlink(missing_ok=True)
+
+
+def _read(path: Path) -> dict[str, RunTrace]:
+    done: dict[str, RunTrace] = {}
+    # a torn last line from a kill mid-write is skipped: that run is redone
+    for record in read_json_lines(path)[0]:
+        try:
+            trace = RunTrace.from_record(record)
+        except (TypeError, KeyError, ValueError, AttributeError):
+            continue  # not a run this version wrote: redone
+        done[trace.run_id] = trace
+    return done

@@ -140,7 +140,9 @@ def _base_python() -> str:
     return getattr(sys, "_base_executable", None) or sys.executable
 
 
-def _run(command: list[str], what: str, log_file: Path | None) -> None:
+def _run(command: list[str], what: str, log_file: Path | None = None) -> str:
+    """Run ``command``; its standard output. :class:`FrameworkEnvError` naming ``what``
+    (and the last lines it printed) when it fails."""
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if log_file is not None:
         with log_file.open("a") as out:
@@ -148,6 +150,7 @@ def _run(command: list[str], what: str, log_file: Path | None) -> None:
     if done.returncode != 0:
         tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-8:])
         raise FrameworkEnvError(f"{what} failed (exit {done.returncode}):\n{tail}")
+    return done.stdout
 
 
 def build_env(env: FrameworkEnv, log_file: Path | None = None) -> bool:
@@ -191,13 +194,8 @@ def build_env(env: FrameworkEnv, log_file: Path | None = None) -> bool:
 
 def installed_packages(env: FrameworkEnv) -> str:
     """``name==version`` of every distribution in the built ``env``, one a line, sorted."""
-    done = subprocess.run(
-        [_uv(), "pip", "freeze", "--python", str(env.python)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    if done.returncode != 0:
-        raise FrameworkEnvError(f"{env.name}: listing {env.prefix} failed: {done.stderr.strip()}")
-    return done.stdout
+    return _run([_uv(), "pip", "freeze", "--python", str(env.python)],
+                f"{env.name}: listing {env.prefix}")  # fmt: skip
 
 
 def ensure_envs(names: list[str] | tuple[str, ...], root: Path | None = None) -> list[str]:

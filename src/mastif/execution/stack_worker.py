@@ -155,9 +155,9 @@ def run_work(
         raise WorkerFailed(f"stack {order.stack.path}: {kind}: {message}")
     if budget is not None and result.get("refusal"):
         budget.refusal = result["refusal"]
-    wanted = {rid for _, _, rid in order.runs}
-    found = Checkpoint(order.checkpoint).load()
-    return [found[rid] for _, _, rid in order.runs if rid in found and rid in wanted]
+    # the worker appended each run it finished to this job's own file
+    found = Checkpoint(order.checkpoint).load_own()
+    return [found[rid] for _, _, rid in order.runs if rid in found]
 
 
 def _run_worker(
