@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
@@ -120,6 +121,18 @@ def test_the_environment_is_what_its_lock_pins(framework):
 
 
 # ------------------------------------------------------------------------------ the harness
+
+
+def test_the_environment_holds_the_bytecode_a_worker_imports(framework):
+    """Built with the modules a worker imports compiled (frameworkenv.WORKER_IMPORTS), so a
+    worker does not compile them again where Python writes no bytecode."""
+    import importlib
+    import importlib.util
+
+    for name in (FRAMEWORK_MODULES[framework][0], "openai", "mcp", "a2a"):
+        source = importlib.import_module(name).__file__
+        assert source is not None
+        assert Path(importlib.util.cache_from_source(source)).is_file(), name
 
 
 def test_every_framework_declares_a_hashed_lock():
