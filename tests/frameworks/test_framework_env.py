@@ -6,7 +6,9 @@ The tests with a ``framework`` parameter run inside that framework's environment
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -19,6 +21,7 @@ from packaging.utils import canonicalize_name
 
 from mastif.core.provenance import PACKAGES, check_framework, package_version
 from mastif.execution.frameworkenv import (
+    WORKER_IMPORTS,
     FrameworkEnvError,
     declared_envs,
     framework_env,
@@ -126,13 +129,21 @@ def test_the_environment_is_what_its_lock_pins(framework):
 def test_the_environment_holds_the_bytecode_a_worker_imports(framework):
     """Built with the modules a worker imports compiled (frameworkenv.WORKER_IMPORTS), so a
     worker does not compile them again where Python writes no bytecode."""
-    import importlib
-    import importlib.util
-
-    for name in (FRAMEWORK_MODULES[framework][0], "openai", "mcp", "a2a"):
-        source = importlib.import_module(name).__file__
-        assert source is not None
-        assert Path(importlib.util.cache_from_source(source)).is_file(), name
+    listing = (
+        "import importlib.util, json, sys\n"
+        "files = [getattr(m, '__file__', None) for m in list(sys.modules.values())]\n"
+        "print(json.dumps(sorted(f for f in files if f and f.endswith('.py')\n"
+        "    and f.startswith(sys.prefix))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", WORKER_IMPORTS + listing, framework],
+        capture_output=True, text=True, check=True, cwd=REPO,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},  # reads bytecode, writes none
+    )  # fmt: skip
+    sources = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(sources) > 100  # the framework, openai, mcp, a2a and their dependencies
+    missing = [f for f in sources if not Path(importlib.util.cache_from_source(f)).is_file()]
+    assert missing == [], f"{len(missing)} of {len(sources)} without bytecode: {missing[:5]}"
 
 
 def test_every_framework_declares_a_hashed_lock():
