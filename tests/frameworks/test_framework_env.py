@@ -129,11 +129,14 @@ def test_the_environment_is_what_its_lock_pins(framework):
 def test_the_environment_holds_the_bytecode_a_worker_imports(framework):
     """Built with the modules a worker imports compiled (frameworkenv.WORKER_IMPORTS), so a
     worker does not compile them again where Python writes no bytecode."""
+    # modules Python's own source loader loaded (a package's own import hook, as beartype's
+    # in py-key-value, keeps its bytecode its own way), from the environment
     listing = (
-        "import importlib.util, json, sys\n"
-        "files = [getattr(m, '__file__', None) for m in list(sys.modules.values())]\n"
-        "print(json.dumps(sorted(f for f in files if f and f.endswith('.py')\n"
-        "    and f.startswith(sys.prefix))))"
+        "import json, sys\n"
+        "from importlib.machinery import SourceFileLoader\n"
+        "specs = [getattr(m, '__spec__', None) for m in list(sys.modules.values())]\n"
+        "files = [s.origin for s in specs if s and type(s.loader) is SourceFileLoader]\n"
+        "print(json.dumps(sorted(f for f in files if f.startswith(sys.prefix))))"
     )
     done = subprocess.run(
         [sys.executable, "-c", WORKER_IMPORTS + listing, framework],
