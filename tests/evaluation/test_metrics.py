@@ -588,3 +588,15 @@ def test_judge_cost_is_every_judgement_at_its_judges_price_or_null():
     assert costs["both-priced"] == pytest.approx((1000 + 1000 + 1000) / 1e6)
     assert costs["usage-unknown"] is None and costs["unpriced-judge"] is None
     assert costs["no-judgement"] is None
+
+
+def test_time_parts_of_a_table_without_them_is_null_for_every_run() -> None:
+    """A runs table that records no decomposition (an import, an older table): one null row
+    per run, never 0, never one row for the table."""
+    from mastif.evaluation.metrics import TIME_PARTS_SCHEMA, time_parts
+
+    runs = pl.DataFrame({"run_id": ["a", "b", "c"], "wall_seconds": [1.0, 2.0, 3.0]})
+    parts = time_parts(runs)
+    assert parts.height == 3 and parts.columns == list(TIME_PARTS_SCHEMA)
+    assert all(parts[c].null_count() == 3 for c in parts.columns)
+    assert time_parts(runs.head(0)).height == 0

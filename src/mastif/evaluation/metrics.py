@@ -166,9 +166,12 @@ STACK_METRICS_SCHEMA: dict[str, pl.DataType] = {
 def time_parts(runs: pl.DataFrame) -> pl.DataFrame:
     """The runs' decomposition of wall_seconds (``TIME_PARTS``, ``n_cached_calls``) as
     recorded; null for runs (tables) without one, never 0."""
-    return runs.select(
-        (pl.col(c) if c in runs.columns else pl.lit(None)).cast(t).alias(c)
-        for c, t in TIME_PARTS_SCHEMA.items()
+    # the missing columns added to the table (a literal alone in a select is one row, not
+    # one per run)
+    missing = [pl.lit(None, dtype=t).alias(c) for c, t in TIME_PARTS_SCHEMA.items()
+               if c not in runs.columns]  # fmt: skip
+    return runs.with_columns(missing).select(
+        pl.col(c).cast(t) for c, t in TIME_PARTS_SCHEMA.items()
     )
 
 

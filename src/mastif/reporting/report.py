@@ -68,7 +68,8 @@ CAPTIONS: dict[str, str] = {
     "table2_task_completion": (
         "Table 2. Mean task understanding (TU), task adherence (TA) and task completion rate "
         "(TCR, σ in parentheses) per technology stack, scored by the judge model with the "
-        "rubric; failed judgements are excluded from the means and counted in n judge failed. "
+        "rubric; a failed judgement is an unknown score, so a stack with one has no mean "
+        "(a dash), and its failures are counted in n judge failed. "
         "Runs of every status are judged and averaged (a timed-out or errored run is scored "
         "on what it delivered); timed out / errored = share of the stack's runs that hit the "
         "run's time limit / ended in an error."
