@@ -9,6 +9,18 @@ registered the same way in its ``pyproject.toml``, so a user package adds a fram
 declaring one entry point, without editing mastif (``docs/frameworks.md``, "Write your
 own"). Names are read from the installed distributions' metadata; a module is imported
 only when its framework runs.
+
+Owns the adapter's signature and the run's context (``base.py``), the workflow plan every
+framework runs and its prompts (``plan.py``), delegation to agents (``orchestration.py``),
+and one adapter per framework: ``langgraph.py``, ``langchain.py``, ``crewai/``,
+``semantic_kernel.py``, ``llamaindex.py``, ``smolagents.py`` (its tools in
+``smolagents_tools.py``), ``agent_framework.py``, ``pydantic_ai.py``, ``openai_agents.py`` and
+``haystack.py``; what adapters share: a worker thread's link to its run's event loop
+(``threadbridge.py``) and the MCP SDK's streamable-HTTP client as their MCP integrations
+open it (``mcp_transport.py``).
+
+May import: mastif.core, mastif.tools, mastif.web, mastif.tasks, mastif.providers,
+mastif.protocols.
 """
 
 from __future__ import annotations

@@ -10,6 +10,13 @@
 :class:`StackProtocol`: the servers it needs run while the block is open and are stopped
 when it exits, whatever happened. Runs attach to it; when a run detaches it gets the
 :class:`ProtocolStats` the servers measured for it.
+
+Owns what a framework needs from a protocol (``base.py``), the in-process transport of
+``standard`` (``standard.py``), the MCP tool server (``mcp.py``), the A2A agents
+(``a2a.py``), the loopback server and the meters both share (``wire.py``), and the optional
+protocol message format in the prompt text (``envelope.py``).
+
+May import: mastif.core, mastif.tools, mastif.web, mastif.tasks, mastif.providers.
 """
 
 from __future__ import annotations

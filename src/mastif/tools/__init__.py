@@ -5,6 +5,17 @@ knowledge tools are bound to a stack job's web environment (the sandbox or the l
 its browser and URL policy) and are built by :meth:`mastif.execution.webenv.WebEnvironment.tools`,
 which the runner uses for every stack; either way the same name always means the same
 implementation, description and schema whatever the framework or protocol.
+
+Owns the tool interface (``base.py``); the built-in tools (``builtin.py``; ``sympy`` in
+``algebra.py``); the web tools (``web.py``), the scraper (``scrape.py``) and live search
+(``search_live.py``), the browser, one headless Chromium per job (``browser.py``) and its page
+listings (``snapshot.py``); the research tools (``knowledge.py``), one module per family
+(``wikipedia.py``, ``papers.py``, ``youtube.py``, ``pdf.py``) and their APIs' text
+(``apitext.py``); the URL policy (``netpolicy.py``), applied by the one HTTP fetcher
+(``http.py``) and, for the browser, by a loopback proxy (``egress_proxy.py``); untrusted work
+in a limited child process (``isolation.py``).
+
+May import: mastif.core.
 """
 
 from __future__ import annotations

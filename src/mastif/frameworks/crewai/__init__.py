@@ -100,6 +100,9 @@ Flow; what runs inside a node visit is in its modules: :mod:`.bridge` (the worke
 bridge to the run's event loop, the order of a reply's tool calls), :mod:`.llm` (the model
 client), :mod:`.tools` (the tools, MCP and the executor) and :mod:`.crew` (a visit's crew).
 It is a package so that CrewAI's environment is set (below) before any of them imports CrewAI.
+
+May import: mastif.core, mastif.tools, mastif.web, mastif.tasks, mastif.providers,
+mastif.protocols (and mastif.frameworks, its own).
 """
 
 from __future__ import annotations

@@ -20,7 +20,11 @@ Routes (mounted by :func:`mimic_routes`):
 * ``/api/youtube/watch``, ``/api/youtube/youtubei/v1/player``, ``/api/youtube/api/timedtext``
   — the three requests ``youtube-transcript-api`` 1.2 makes.
 
-This package imports only its own modules, :mod:`mastif.web.search` and :mod:`mastif.core`.
+One module per API, ``wikipedia.py``, ``arxiv.py``, ``pubmed.py`` and ``youtube.py``; what
+they share (loading the corpus, reading parameters, matching) is ``common.py``. This package
+imports only its own modules, :mod:`mastif.web.search` and :mod:`mastif.core`.
+
+May import: mastif.core (and mastif.web, its own).
 """
 
 from __future__ import annotations
