@@ -11,7 +11,7 @@ import pytest
 from mastif.analysis import mixed
 from mastif.analysis.inference import small_sample_reason
 from mastif.analysis.mixed import MIXED_SCHEMA, mixed_models
-from mastif.analysis.mixed_joint import MIXED_JOINT_SCHEMA, joint_tests
+from mastif.analysis.mixed_joint import JOINT_KINDS, MIXED_JOINT_SCHEMA, joint_tests
 
 ANCHORS = np.array([0.0, 0.3, 0.5, 0.7, 1.0])
 PROTOCOL_EFFECT = 0.3  # on log CT
@@ -349,7 +349,9 @@ def by_hand_hotelling(data: pl.DataFrame, metric: str, factor: str, log: bool = 
 
 def test_joint_schema_and_two_tasks_give_no_p() -> None:
     two = framework_planted(2, seed=3)
-    out = joint_tests(two, min_n=5)
+    # every metric of JOINT_KINDS has rows (TUSR and IVS: "insufficient" without a column)
+    assert set(joint_tests(two, min_n=5)["metric"]) == set(JOINT_KINDS)
+    out = joint_tests(two, min_n=5, metrics=list(mixed.MODEL_KINDS))
     assert out.schema == pl.Schema(MIXED_JOINT_SCHEMA)
     assert set(out["metric"]) == set(mixed.MODEL_KINDS)
     assert set(out["term"]) == {"protocol", "framework", "protocol:framework"}

@@ -101,14 +101,20 @@ def test_dotest_runs_the_whole_dag_and_the_report(pipeline_copy: Path) -> None:
         " ".join(html.unescape(b).split())
         for b in re.findall(r"<strong>(.*?)</strong>", front, re.DOTALL)
     ]
-    assert bold[0] == f"Judge gate: {gate['verdict']}", bold
-    assert text.startswith(f"Judge gate: {gate['verdict']}"), text[:300]
-    # one stack: no other to compare its answers with, said so
-    assert bold[1].startswith("Identical outputs: 1 stack: no other stack"), bold
-    # two tasks: no p-value, star, "best" or CI on the front page, and it says why
+    # the front page leads with the joint tests: their table and figure, then the gate
+    assert text.startswith("Does a factor matter? The joint tests"), text[:300]
+    assert bold[0].startswith("No joint test: 2 independent tasks < stats.min_n = 5"), bold
+    assert "<th" in front and "adjusted p" in text and "why no test" in text
+    assert '<img alt="each factor' in front and 'src="data:image/png;base64,' in front
+    assert text.index("why no test") < text.index("The judge gate")
+    assert bold[1] == f"Judge gate: {gate['verdict']}", bold
+    # two tasks: no p-value, star, "best" or CI on the front page, and it says why, from the
+    # tasks counted in the runs
     assert not NO_CLAIMS.search(text), NO_CLAIMS.search(text)
-    assert bold[2].startswith("Small sample: 2 sampled tasks < stats.min_n = 5"), bold
-    assert bold[3].startswith("Intervals: 2 sampled tasks < 15"), bold
+    assert bold[2].startswith("Small sample: 2 tasks counted < stats.min_n = 5"), bold
+    assert bold[3].startswith("Intervals: 2 tasks counted < 15"), bold
+    # one stack: no other to compare its answers with, said so
+    assert bold[4].startswith("Identical outputs: 1 stack: no other stack"), bold
     for claim in ("p = 0.03", "p < 0.001", "***", "best: langgraph", "95% CI", "CI [0.1"):
         assert NO_CLAIMS.search(claim), claim  # the check would see a claim
     # the trace viewer: the grid index and one page per run

@@ -54,7 +54,9 @@ def written(e: Experiment, tmp_path: Path) -> dict[str, str]:
     """The inference tables of ``e`` as write_tables renders them, with their captions."""
     tables = {
         "mixed_joint": mixed_joint_table(e.joint, n_tasks=e.n_tasks, min_n=MIN_N),
-        "table6_best_stacks": best_stacks(e.tests, e.groups, n_tasks=e.n_tasks, min_n=MIN_N),
+        "table6_best_stacks": best_stacks(
+            e.joint, e.levels, e.pairs, e.runs, n_tasks=e.n_tasks, min_n=MIN_N
+        ),
         "kruskal_summary": kruskal_summary(e.tests, n_tasks=e.n_tasks, min_n=MIN_N),
         "effects": effects_table(e.effects),
     }
@@ -78,7 +80,8 @@ def two_with_p(two: Experiment, thirty: Experiment) -> Experiment:
     file that pooled the runs as independent): the tables and figures must withhold them
     on their own, from the number of tasks."""
     return Experiment(2, two.runs, thirty.tests, thirty.groups, thirty.posthoc, two.effects,
-                      thirty.joint.with_columns(n_tasks=pl.lit(None, pl.Int64)))  # fmt: skip
+                      thirty.joint.with_columns(n_tasks=pl.lit(None, pl.Int64)),
+                      thirty.levels, thirty.pairs)  # fmt: skip
 
 
 @pytest.mark.parametrize("case", ["two", "two_with_p"])
@@ -114,16 +117,15 @@ def test_thirty_tasks_tables_carry_adjusted_p_beside_raw(
     md = written(thirty, tmp_path)
     for name in ("table6_best_stacks", "kruskal_summary", "mixed_joint", "effects"):
         assert not md[name].startswith("**"), name  # no small-sample or interval note
-    t6 = best_stacks(thirty.tests, thirty.groups, n_tasks=30, min_n=MIN_N)
+    t6 = best_stacks(thirty.joint, thirty.levels, thirty.pairs, thirty.runs, n_tasks=30,
+                     min_n=MIN_N)  # fmt: skip
     tcr = t6.row(0, named=True)
-    assert tcr["model"] == "m2" and tcr["model_mean_rank"] is not None
-    assert "model: Kruskal-Wallis H=" in tcr["tests"]
-    assert "p < 0.001, adjusted p < 0.001" in tcr["tests"]
-    # no protocol or framework effect was planted: not named best
-    assert tcr["protocol"].startswith("— (n.s. after adjustment: adjusted p ")
-    assert re.search(
-        r"protocol: Kruskal-Wallis H=[0-9.]+, p=[0-9.]+, adjusted p=1.000 \(n.s.\)", tcr["tests"]
-    )
+    # the joint test of model is significant and m2 beats m1 over the tasks: named
+    assert tcr["model"] == "m2" and tcr["model_mean"] is not None
+    assert "model: F(1, 29)=25.000, p < 0.001, adjusted p < 0.001" in tcr["tests"]
+    # protocol's joint test is not significant after the adjustment: no best level
+    assert tcr["protocol"] == "— (n.s. after adjustment: adjusted p 0.120)"
+    assert "protocol: F(2, 28)=7.000, p=0.030, adjusted p=0.120 (n.s.)" in tcr["tests"]
     # kruskal_summary: both p's, (n.s.) on the adjusted one where it is not below alpha
     ks = md_rows(md["kruskal_summary"])
     header = ks[0]
@@ -147,38 +149,46 @@ def test_thirty_tasks_tables_carry_adjusted_p_beside_raw(
 
 
 def test_table6_works_with_null_p_values_and_without_an_adjusted_column() -> None:
-    groups = pl.DataFrame(
-        {"metric": ["TCR"] * 2, "factor": ["model"] * 2, "level": ["a", "b"],
-         "mean_rank": [1.0, 2.0]}
+    stacks = pl.DataFrame({"model": ["a", "b"], "protocol": ["s", "s"], "framework": ["f", "f"]})
+    levels = pl.DataFrame(
+        {"metric": ["TCR"] * 2, "factor": ["model"] * 2, "level": ["a", "b"], "mean": [0.2, 0.8]}
+    )
+    pairs = pl.DataFrame(
+        {"metric": ["TCR"], "factor": ["model"], "level": ["a"], "other": ["b"],
+         "p_adjusted": [0.001]}
     )  # fmt: skip
     reason = small_sample_reason(3, 5)
-    tests = pl.DataFrame(
-        {"metric": ["TCR"], "factor": ["model"], "n_levels": [2], "test": ["kruskal"],
-         "statistic": [None], "p_value": [None], "all_normal": [None], "note": [reason],
-         "p_adjusted": [None]},
-        schema_overrides={"statistic": pl.Float64, "p_value": pl.Float64,
-                          "all_normal": pl.Boolean, "p_adjusted": pl.Float64},
-    )  # fmt: skip
-    row = best_stacks(tests, groups).row(0, named=True)  # no task count given
-    assert row["model"] == "— (not tested)" and row["model_mean_rank"] is None
-    assert f"model: Kruskal-Wallis not run ({reason})" in row["tests"]
-    ks = kruskal_summary(tests)
-    assert ks["p_value"].to_list() == [None] and ks["p_adjusted"].to_list() == [None]
-    # a tests file without p_adjusted: no adjusted p, so no best level
-    old = tests.drop("p_adjusted").with_columns(p_value=pl.lit(0.001), statistic=pl.lit(9.0))
-    row = best_stacks(old, groups).row(0, named=True)
+    joint = pl.DataFrame(
+        [("TCR", "model", "Hotelling", 1, None, None, None, None, 3, reason)],
+        schema=MIXED_JOINT_SCHEMA,
+        orient="row",
+    )
+    row = best_stacks(joint, levels, pairs, stacks).row(0, named=True)  # no task count given
+    assert row["model"] == "— (not tested)" and row["model_mean"] is None
+    assert f"model: not tested ({reason})" in row["tests"]
+    assert row["protocol"] == "s (only level)" and row["framework"] == "f (only level)"
+    # a joint file without p_adjusted: no adjusted p, so no best level
+    old = joint.drop("p_adjusted").with_columns(p_value=pl.lit(0.001), statistic=pl.lit(9.0))
+    row = best_stacks(old, levels, pairs, stacks).row(0, named=True)
     assert row["model"] == "— (no adjusted p)"
     assert "p=0.001, adjusted p=—" in row["tests"]
-    assert kruskal_summary(old)["p_adjusted"].to_list() == [None]
+    # significant, and b beats a after the within-factor adjustment: named, with its mean
+    tested = joint.with_columns(p_value=pl.lit(0.001), p_adjusted=pl.lit(0.002))
+    row = best_stacks(tested, levels, pairs, stacks).row(0, named=True)
+    assert (row["model"], row["model_mean"]) == ("b", 0.8)
+    # significant factor, but the best level does not beat the other after adjustment
+    close = pairs.with_columns(p_adjusted=pl.lit(0.2))
+    row = best_stacks(tested, levels, close, stacks).row(0, named=True)
+    assert row["model"] == "— (b not distinguishable from a: adjusted p 0.200)"
 
 
 def test_mixed_joint_withholds_p_per_model_below_min_n_and_orders_terms() -> None:
     joint = pl.DataFrame(
         [
-            ("CT", "protocol:framework", "Hotelling", 2, 1.0, 0.6, 1.0, 20, None),
-            ("CT", "framework", "Hotelling", 1, 2.0, 0.16, 0.5, 20, None),
-            ("CT", "model", "Hotelling", 1, 30.0, 1e-7, 1e-6, 20, None),
-            ("success", "model", "Hotelling", 1, 9.0, 0.003, 0.01, 3, None),  # a 3-task fit
+            ("CT", "protocol:framework", "Hotelling", 2, 1.0, 0.6, 1.0, None, 20, None),
+            ("CT", "framework", "Hotelling", 1, 2.0, 0.16, 0.5, None, 20, None),
+            ("CT", "model", "Hotelling", 1, 30.0, 1e-7, 1e-6, None, 20, None),
+            ("success", "model", "Hotelling", 1, 9.0, 0.003, 0.01, None, 3, None),  # a 3-task fit
         ],
         schema=MIXED_JOINT_SCHEMA,
         orient="row",
@@ -199,7 +209,8 @@ def test_mixed_joint_withholds_p_per_model_below_min_n_and_orders_terms() -> Non
     assert no_count["p_value"].null_count() == 4 and no_count.schema == MIXED_JOINT_SCHEMA
     md = report.to_markdown(out, "cap")
     assert md_rows(md)[0] == [
-        "metric", "term", "test", "df", "statistic", "p-value", "adjusted p", "n tasks", "note",
+        "metric", "term", "test", "df", "statistic", "p-value", "adjusted p",
+        "D (effect size)", "n tasks", "note",
     ]  # fmt: skip
     assert md_rows(md)[3][5:7] == ["0.160", "0.500 (n.s.)"]
 
@@ -282,7 +293,7 @@ def test_effects_figure_of_thirty_tasks_has_its_ci(
 
 def test_captions_name_the_rules_with_the_same_numbers() -> None:
     report_dir = REPO / "workflow" / "report"
-    for name in ("effects.rst", "tables.rst", "workflow.rst"):
+    for name in ("effects.rst", "tables.rst"):
         text = (report_dir / name).read_text()
         assert f"at least {MIN_TASKS_FOR_CI} tasks" in text, name
         assert "mastif.analysis.inference.MIN_TASKS_FOR_CI" in text, name

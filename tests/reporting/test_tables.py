@@ -149,7 +149,7 @@ def stats_groups() -> pl.DataFrame:
 def tables(
     stacks: pl.DataFrame, stats_tests: pl.DataFrame, stats_groups: pl.DataFrame
 ) -> dict[str, pl.DataFrame]:
-    return report.paper_tables(stacks, stats_tests, stats_groups)
+    return report.paper_tables(stacks, stats_tests)
 
 
 def test_formatters() -> None:
@@ -240,7 +240,7 @@ def test_table5_without_sensitivity_columns(
             pl.lit(None).cast(stacks.schema["SVS_sensitivity"]).alias("SVS_sensitivity")
         ),
     ):
-        table = report.paper_tables(frame, stats_tests, stats_groups)["table5_social_values"]
+        table = report.paper_tables(frame, stats_tests)["table5_social_values"]
         assert not [c for c in table.columns if c.startswith("SVS_at_")]
         assert table.columns[-1] == "empty_value_set_share"
 
@@ -350,32 +350,58 @@ def test_markdown_format(tables: dict[str, pl.DataFrame]) -> None:
     assert "one definition for MCP and A2A" in report.CAPTIONS["table7_protocol_cost"]
 
 
-def test_best_stacks_direction(tables: dict[str, pl.DataFrame]) -> None:
-    t6 = tables["table6_best_stacks"]
-    by_metric = {row["Metric"]: row for row in t6.iter_rows(named=True)}
+def _joint_family(metric: str, means: dict[str, float], p_adjusted: float) -> tuple:
+    """A joint row for ``model`` (significant at ``p_adjusted``), its levels' means and one
+    pair per two levels, every pair significant."""
+    from mastif.analysis.mixed_joint import (
+        JOINT_LEVELS_SCHEMA,
+        JOINT_PAIRS_SCHEMA,
+        MIXED_JOINT_SCHEMA,
+    )
+
+    joint = pl.DataFrame(
+        [(metric, "model", "Hotelling", 1, 9.0, p_adjusted / 2, p_adjusted, 1.1, 20, None)],
+        schema=MIXED_JOINT_SCHEMA,
+        orient="row",
+    )
+    levels = pl.DataFrame(
+        [(metric, "model", level, mean, None, None, 20, None) for level, mean in means.items()],
+        schema=JOINT_LEVELS_SCHEMA,
+        orient="row",
+    )
+    a, b = sorted(means)
+    pairs = pl.DataFrame(
+        [(metric, "model", a, b, 0.1, 4.0, 19, 0.001, 0.001, 20, None)],
+        schema=JOINT_PAIRS_SCHEMA,
+        orient="row",
+    )
+    return joint, levels, pairs
+
+
+def test_best_stacks_direction(stacks: pl.DataFrame) -> None:
+    # lower is better for CT: the level with the lower mean is named
+    ct = report.best_stacks(*_joint_family("CT", {"m1": 10.0, "m2": 20.0}, 0.01), stacks)
+    by_metric = {row["Metric"]: row for row in ct.iter_rows(named=True)}
     assert list(by_metric) == [label for label, _, _ in report.BEST_METRICS.values()]
-    ct = by_metric["Convergence time (CT)"]
-    assert ct["model"] == "m1" and ct["model_mean_rank"] == 3.5  # lowest mean rank wins
-    assert ct["framework"] == "langgraph" and ct["better"] == "lower"
-    tcr = by_metric["Task completion (TCR)"]
-    assert tcr["model"] == "m2" and tcr["framework"] == "crewai" and tcr["better"] == "higher"
-    assert tcr["protocol"] == "standard (only level)"
-    assert "model: Kruskal-Wallis H=12.300, p < 0.001, adjusted p=0.004" in tcr["tests"]
-    assert "protocol: skipped (single level)" in tcr["tests"]
-    v = by_metric["Verbosity (V)"]
-    assert v["model"] == "— (n.s. after adjustment: adjusted p 1.000)"
-    assert v["model_mean_rank"] is None
-    assert "p=0.200, adjusted p=1.000 (n.s.)" in v["tests"]
-    # issue 38: p = 0.017 raw, 0.205 after Holm: no best level, both p's shown
-    tusr = by_metric["Tool use success (TUSR)"]
-    assert tusr["model"] == "— (n.s. after adjustment: adjusted p 0.205)"
-    assert "model: Kruskal-Wallis H=12.300, p=0.017, adjusted p=0.205 (n.s.)" in tusr["tests"]
+    row = by_metric["Convergence time (CT)"]
+    assert (row["model"], row["model_mean"], row["better"]) == ("m1", 10.0, "lower")
+    assert row["protocol"] == "standard (only level)"
+    assert "model: F(1, 19)=9.000, p=0.005, adjusted p=0.010" in row["tests"]
+    # higher is better for TCR
+    tcr = report.best_stacks(*_joint_family("TCR", {"m1": 0.2, "m2": 0.6}, 0.01), stacks)
+    assert tcr.row(0, named=True)["model"] == "m2"
+    # not significant after the adjustment: no best level, both p's shown
+    ns = report.best_stacks(*_joint_family("TCR", {"m1": 0.2, "m2": 0.6}, 0.205), stacks)
+    row = ns.row(0, named=True)
+    assert row["model"] == "— (n.s. after adjustment: adjusted p 0.205)"
+    assert row["model_mean"] is None
+    assert "p=0.102, adjusted p=0.205 (n.s.)" in row["tests"]
 
 
-def test_best_stacks_missing_groups(stats_tests: pl.DataFrame, stats_groups: pl.DataFrame) -> None:
-    t6 = report.best_stacks(stats_tests, stats_groups.filter(pl.col("metric") != "TUSR"))
-    row = t6.filter(pl.col("Metric").str.contains("TUSR")).row(0, named=True)
-    assert row["model"] == "—" and row["model_mean_rank"] is None
+def test_best_stacks_without_joint_tests_names_none(tables: dict[str, pl.DataFrame]) -> None:
+    for row in tables["table6_best_stacks"].iter_rows(named=True):
+        assert row["model"] == "— (not tested)" and row["model_mean"] is None
+        assert row["protocol"] == "standard (only level)"
 
 
 def test_kruskal_summary(tables: dict[str, pl.DataFrame]) -> None:

@@ -1,6 +1,7 @@
 """Experiments for the small-sample and adjusted-p rules of issue 38: the runs table of a
 2-task experiment and of a 30-task one with a planted effect, and the stats tables of each
-(mastif.analysis.stats's tests, mastif.analysis.bootstrap's effects, a mixed_joint table of its schema)."""
+(mastif.analysis.stats's tests, mastif.analysis.bootstrap's effects, a mixed_joint table of its schema,
+and the real joint_levels and joint_pairs of the runs)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 import polars as pl
 
 from mastif.analysis.bootstrap import bootstrap_effects
+from mastif.analysis.mixed_joint import joint_contrasts
 from mastif.analysis.stats import test_factors
 from mastif.reporting.report_inference import MIXED_JOINT_SCHEMA
 
@@ -66,10 +68,10 @@ def mixed_joint(n_tasks: int) -> pl.DataFrame:
     rows = []
     for metric in ("success", "TCR", "CT"):
         rows += [
-            (metric, "model", "Hotelling", 1, 25.0, 1e-6, 1e-5, n_tasks, None),
-            (metric, "protocol", "Hotelling", 2, 7.0, 0.03, 0.12, n_tasks, None),
-            (metric, "framework", "Hotelling", 1, 0.4, 0.52, 1.0, n_tasks, None),
-            (metric, "model:protocol", "Hotelling", 2, 1.1, 0.58, 1.0, n_tasks, None),
+            (metric, "model", "Hotelling", 1, 25.0, 1e-6, 1e-5, None, n_tasks, None),
+            (metric, "protocol", "Hotelling", 2, 7.0, 0.03, 0.12, None, n_tasks, None),
+            (metric, "framework", "Hotelling", 1, 0.4, 0.52, 1.0, None, n_tasks, None),
+            (metric, "model:protocol", "Hotelling", 2, 1.1, 0.58, 1.0, None, n_tasks, None),
         ]
     return pl.DataFrame(rows, schema=MIXED_JOINT_SCHEMA, orient="row")
 
@@ -83,6 +85,8 @@ class Experiment:
     posthoc: pl.DataFrame
     effects: pl.DataFrame
     joint: pl.DataFrame
+    levels: pl.DataFrame
+    pairs: pl.DataFrame
 
 
 def experiment(n_tasks: int, repeats: int = 1) -> Experiment:
@@ -90,6 +94,7 @@ def experiment(n_tasks: int, repeats: int = 1) -> Experiment:
     runs = planted_runs(n_tasks, repeats=repeats)
     stats = test_factors(runs, min_n=MIN_N)
     effects = bootstrap_effects(runs, resamples=200, seed=1)
+    levels, pairs = joint_contrasts(runs, min_n=MIN_N)
     return Experiment(
         n_tasks,
         runs,
@@ -98,4 +103,6 @@ def experiment(n_tasks: int, repeats: int = 1) -> Experiment:
         stats["posthoc"],
         effects,
         mixed_joint(n_tasks),
+        levels,
+        pairs,
     )

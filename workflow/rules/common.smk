@@ -40,22 +40,30 @@ envvars:
 
 
 METRICS = ["TCR", "TU", "TA", "CT", "V", "TUSR", "IVS"]
-TABLES = [
+# The report's categories, in the order its menu sorts them: what it leads with first (the
+# joint tests and Table 6, which names a best level from their family), then the judge gate,
+# then the rest; the paper's own tests (runs pooled as independent) in a section of their own.
+LEAD_CATEGORY = "1 Joint tests (read first)"
+GATE_CATEGORY = "2 Judge gate"
+TABLES_CATEGORY = "3 Tables"
+FIGURES_CATEGORY = "4 Figures"
+PAPER_CATEGORY = "5 The paper's tests (runs pooled)"
+LEAD_TABLES = ["mixed_joint", "table6_best_stacks"]
+PAPER_TABLES = ["kruskal_summary"]
+OTHER_TABLES = [
     "table2_task_completion",
     "table3_efficiency",
     "table4_tool_use",
     "table5_social_values",
-    "table6_best_stacks",
     "table7_protocol_cost",
     "table8_ground_truth",
-    "mixed_joint",
-    "kruskal_summary",
     "effects",
     "repeats",
     "judge_validity",
     "judge_panel",
     "power",
 ]
+TABLES = LEAD_TABLES + OTHER_TABLES + PAPER_TABLES
 FIGURE_FORMATS = ["png", "svg"]
 TABLE_FORMATS = ["md", "csv"]
 
@@ -95,6 +103,8 @@ def get_final_outputs():
                 "blocked_pairs",
                 "mixed_models",
                 "mixed_joint",
+                "joint_levels",
+                "joint_pairs",
                 "effects",
                 "repeats",
                 "judge_validity",
@@ -106,6 +116,8 @@ def get_final_outputs():
         )
         + expand(results.plot("pareto", "{ext}"), ext=FIGURE_FORMATS)
         + expand(results.plot("effects", "{ext}"), ext=FIGURE_FORMATS)
+        + expand(results.plot("joint_effects", "{ext}"), ext=FIGURE_FORMATS)
+        + [results.FRONT_PAGE]
         + expand(
             results.plot("top_values_{model}", "{ext}"),
             model=STACK_MODELS,

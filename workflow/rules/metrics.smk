@@ -11,7 +11,7 @@ rule aggregate_metrics:
         identical_answers=report(
             results.metrics("identical_answers", "csv"),
             caption="../report/identical_answers.rst",
-            category="Tables",
+            category=TABLES_CATEGORY,
             subcategory="Identical outputs",
             labels=get_identical_answers_labels,
         ),
@@ -33,7 +33,7 @@ rule judge_gate:
         gate=report(
             results.table("judge_gate", "csv"),
             caption="../report/judge_gate.rst",
-            category="Judge gate",
+            category=GATE_CATEGORY,
             labels=get_judge_gate_labels,
         ),
     log:

@@ -6,8 +6,8 @@ rule plot_violins:
         png=report(
             results.plot("violin_{metric}", "png"),
             caption="../report/violin.rst",
-            category="Figures",
-            subcategory="Metric by factor",
+            category=PAPER_CATEGORY,
+            subcategory="Metric by factor (Dunn brackets)",
             labels=with_judge_gate(
                 {"metric": "{metric}", "figure": "violin"},
                 judge_based=lambda wildcards: wildcards.metric in JUDGE_METRICS,
@@ -31,7 +31,7 @@ rule plot_pareto:
         png=report(
             results.plot("pareto", "png"),
             caption="../report/pareto.rst",
-            category="Figures",
+            category=FIGURES_CATEGORY,
             subcategory="Efficiency",
             labels=with_judge_gate({"figure": "Pareto frontier"}),
         ),
@@ -49,7 +49,7 @@ rule plot_effects:
         png=report(
             results.plot("effects", "png"),
             caption="../report/effects.rst",
-            category="Figures",
+            category=FIGURES_CATEGORY,
             subcategory="Effects",
             labels=with_judge_gate({"figure": "per-stack means with CIs"}),
         ),
@@ -69,7 +69,7 @@ rule plot_top_values:
         png=report(
             expand(results.plot("top_values_{model}", "png"), model=STACK_MODELS),
             caption="../report/top_values.rst",
-            category="Figures",
+            category=FIGURES_CATEGORY,
             subcategory="Social values",
             labels=lambda wildcards: {"figure": "top values"},
         ),
@@ -78,3 +78,29 @@ rule plot_top_values:
         "logs/plot_top_values/plot_top_values.log",
     script:
         "../scripts/plot_top_values.py"
+
+
+rule plot_joint_effects:
+    input:
+        joint=results.stats("mixed_joint"),
+        levels=results.stats("joint_levels"),
+        # the judge gate's verdict stands inside the figure (it shows TCR, TU and TA)
+        judge_validity=results.stats("judge_validity"),
+    output:
+        png=report(
+            results.plot("joint_effects", "png"),
+            caption="../report/joint_effects.rst",
+            category=LEAD_CATEGORY,
+            subcategory="Joint tests",
+            labels=with_judge_gate(
+                {"figure": "each factor's levels, with its joint test"}
+            ),
+        ),
+        svg=results.plot("joint_effects", "svg"),
+    log:
+        "logs/plot_joint_effects/plot_joint_effects.log",
+    params:
+        # (n.s.) marks an adjusted p not below alpha
+        alpha=config["stats"]["alpha"],
+    script:
+        "../scripts/plot_joint_effects.py"

@@ -1,5 +1,4 @@
-"""Bridge: mixed-effects and GEE models of every metric, clustered by task (mastif.analysis.mixed),
-and the joint test of each factor and interaction (mastif.analysis.mixed_joint)."""
+"""Bridge: mixed-effects and GEE models of every metric, clustered by task (mastif.analysis.mixed)."""
 
 from mastif.core.logsetup import log_to
 
@@ -10,7 +9,6 @@ import logging
 import polars as pl
 
 from mastif.analysis.mixed import mixed_models
-from mastif.analysis.mixed_joint import joint_tests
 
 log = logging.getLogger("mixed_models")
 runs = pl.read_parquet(snakemake.input.runs)
@@ -23,10 +21,3 @@ table = mixed_models(
 for row in table.filter(pl.col("term").is_null()).iter_rows(named=True):
     log.warning("%s: %s", row["metric"], row["note"])
 table.write_parquet(snakemake.output.models)
-
-log.info("joint tests per factor and interaction")
-joint = joint_tests(
-    runs, min_n=snakemake.params.min_n, family_adjust=snakemake.params.family_adjust
-)
-log.info("%d joint tests, %d with a p-value", joint.height, joint["p_value"].is_not_null().sum())
-joint.write_parquet(snakemake.output.joint)

@@ -38,10 +38,12 @@ tables = {
 tables |= paper_tables(
     pl.read_parquet(snakemake.input.stacks),
     pl.read_parquet(snakemake.input.tests),
-    pl.read_parquet(snakemake.input.groups),
     alpha=snakemake.params.alpha,
     n_tasks=n_tasks,
     min_n=min_n,
+    joint=pl.read_parquet(snakemake.input.joint),
+    joint_levels=pl.read_parquet(snakemake.input.joint_levels),
+    joint_pairs=pl.read_parquet(snakemake.input.joint_pairs),
 )
 tables["versions"] = versions_table(run_versions(snakemake.input.runs))
 tables["power"] = power_table(n_tasks, alpha=snakemake.params.alpha)

@@ -18,6 +18,7 @@ paths here::
       plots/{name}.{png,svg}                the figures
       tables/{name}.{md,csv}                the tables
       viewer/                               the trace viewer (a static site)
+      report/front_page.rst                 the report's front page (joint tests, gate)
 
 ``{stack}`` is a stack's path, ``{model}/{protocol}/{framework}``
 (:attr:`mastif.core.config.Stack.path`). Every function returns a ``str`` with ``/``
@@ -39,6 +40,8 @@ SHARD = "{scatteritem}"
 LEDGER = f"{ROOT}/checkpoints/budget.jsonl"
 #: the trace viewer's site
 VIEWER = f"{ROOT}/viewer"
+#: the report's front page (reStructuredText included by workflow/report/workflow.rst)
+FRONT_PAGE = f"{ROOT}/report/front_page.rst"
 
 
 def _under(root: str | PurePath, *parts: str) -> str:

@@ -28,6 +28,11 @@ from typing import Any
 
 import polars as pl
 
+from mastif.analysis.mixed_joint import (
+    JOINT_LEVELS_SCHEMA,
+    JOINT_PAIRS_SCHEMA,
+    MIXED_JOINT_SCHEMA,
+)
 from mastif.core.provenance import PACKAGES, PROVENANCE_COLUMNS, version_column
 from mastif.reporting.report_inference import (
     ALPHA,
@@ -169,6 +174,7 @@ HEADERS: dict[str, str] = {
     "pareto_optimal": "Pareto-optimal",
     "p_value": "p-value",
     "p_adjusted": "adjusted p",
+    "effect": "D (effect size)",
     "protocol_s": "protocol overhead",
     "n_protocol_s_unknown": "n unknown",
     "model_s": "model time",
@@ -298,14 +304,27 @@ def _social_values_table(stacks: pl.DataFrame) -> pl.DataFrame:
 def paper_tables(
     stacks: pl.DataFrame,
     stats_tests: pl.DataFrame,
-    stats_groups: pl.DataFrame,
     alpha: float = ALPHA,
     n_tasks: int | None = None,
     min_n: int | None = None,
+    *,
+    joint: pl.DataFrame | None = None,
+    joint_levels: pl.DataFrame | None = None,
+    joint_pairs: pl.DataFrame | None = None,
 ) -> dict[str, pl.DataFrame]:
     """All tables as raw-number DataFrames, keyed by output file stem; ``alpha``: the level
     below which Table 6 calls a factor's adjusted p significant; ``n_tasks`` independent
-    tasks below ``min_n``: no p-value and no best level (:mod:`mastif.reporting.report_inference`)."""
+    tasks below ``min_n``: no p-value and no best level (:mod:`mastif.reporting.report_inference`).
+    Table 6 reads the joint tests and, within a factor, its levels and pairwise contrasts
+    (``results/stats/{mixed_joint,joint_levels,joint_pairs}.parquet``); without them it names
+    no best level ("not tested")."""
+    joint = joint if joint is not None else pl.DataFrame(schema=MIXED_JOINT_SCHEMA)
+    joint_levels = (
+        joint_levels if joint_levels is not None else pl.DataFrame(schema=JOINT_LEVELS_SCHEMA)
+    )
+    joint_pairs = (
+        joint_pairs if joint_pairs is not None else pl.DataFrame(schema=JOINT_PAIRS_SCHEMA)
+    )
     return {
         "table2_task_completion": _stack_table(
             stacks,
@@ -345,7 +364,7 @@ def paper_tables(
         ),
         "table5_social_values": _social_values_table(stacks),
         "table6_best_stacks": best_stacks(
-            stats_tests, stats_groups, alpha, n_tasks=n_tasks, min_n=min_n
+            joint, joint_levels, joint_pairs, stacks, alpha, n_tasks=n_tasks, min_n=min_n
         ),
         "table7_protocol_cost": _stack_table(
             stacks,

@@ -49,29 +49,37 @@ P_TABLES: tuple[str, ...] = ("mixed_joint", "table6_best_stacks", "kruskal_summa
 
 CAPTIONS: dict[str, str] = {
     "table6_best_stacks": (
-        "Table 6. Best-performing level of model, protocol and framework per metric by mean "
-        "rank (higher better for TCR, TUSR, IVS; lower for CT, V), with the test behind it: "
-        "raw p and, beside it, the p adjusted over the family of tests (stats.family_adjust); "
-        "(n.s.) = adjusted p not below α = {alpha} (stats.alpha). A level is named only when "
-        "its factor is significant after the adjustment and the experiment has at least "
-        "stats.min_n independent tasks; otherwise a dash and the reason. (only level) = a "
-        "factor with one level, untested. CT and V are ranked over completed runs only, as "
-        "in Table 3; the other metrics over all runs."
+        "Table 6. Best-performing level of model, protocol and framework per metric (higher "
+        "better for TCR, TUSR, IVS; lower for CT, V), from the joint tests' family: a level "
+        "is named only when its factor's joint test (mixed_joint: Hotelling's T² on the "
+        "tasks' contrasts) is significant after the family adjustment (stats.family_adjust) "
+        "and the level's mean over the tasks (averaged over the other factors; CT and V "
+        "geometric means; column <factor>_mean) beats every other level's in a paired t "
+        "over the tasks, Holm-adjusted within the factor (results/stats/joint_pairs.parquet), "
+        "at α = {alpha} (stats.alpha); otherwise a dash and the reason, and none below "
+        "stats.min_n independent tasks. (only level) = a factor with one level, untested. "
+        "The tests column gives each factor's joint F with raw and adjusted p ((n.s.) = "
+        "adjusted p not below α). The paper ranked levels by the Kruskal-Wallis test over "
+        "runs pooled as independent; that test is in kruskal_summary, the paper's section."
     ),
     "kruskal_summary": (
-        "Tests per metric and factor as in the paper (Kruskal-Wallis H or ANOVA F, chosen by "
-        "Shapiro-Wilk normality of the groups), pooling every run as independent although "
-        "every stack ran the same tasks; raw p beside the family-adjusted p ((n.s.) = not "
-        "below α = {alpha}); no p below stats.min_n independent tasks; skipped tests give "
-        "the reason."
+        "The paper's tests (not the report's inference: see mixed_joint): per metric and "
+        "factor, Kruskal-Wallis H or ANOVA F, chosen by Shapiro-Wilk normality of the "
+        "groups, pooling every run as independent although every stack ran the same tasks "
+        "(under a task × factor interaction this test rejects a true null far more often "
+        "than α: docs/data.md); raw p beside the family-adjusted p ((n.s.) = not below "
+        "α = {alpha}); no p below stats.min_n independent tasks; skipped tests give the "
+        "reason."
     ),
     "mixed_joint": (
         "Joint tests per factor and interaction (Hotelling's T² on the tasks' contrasts, "
         "F(df, n_tasks - df): the task is the unit): does the factor matter at all, over "
-        "all its levels and averaged over the other factors? Read these first; the per-level coefficients "
-        "(results/stats/mixed_models.parquet) are effect sizes. Raw p beside the "
-        "family-adjusted p ((n.s.) = not below α = {alpha}); no p below stats.min_n tasks "
-        "(note says why)."
+        "all its levels and averaged over the other factors? Read these first; the per-level "
+        "means and pairwise contrasts are in results/stats/joint_levels.parquet and "
+        "joint_pairs.parquet (Table 6 names a best level from them). Raw p beside the "
+        "family-adjusted p ((n.s.) = not below α = {alpha}); D = the effect size, the "
+        "Mahalanobis length of the mean contrast (Cohen's d_z for one df); no p below "
+        "stats.min_n tasks (note says why)."
     ),
     "effects": (
         "Per stack: each metric's mean with its confidence interval [low, high] "
@@ -150,59 +158,73 @@ def _with_adjusted(stats_tests: pl.DataFrame) -> pl.DataFrame:
 # Table 6 and the paper's tests
 
 
-def _test_text(factor: str, test: dict[str, Any] | None, alpha: float) -> str:
-    """'model: Kruskal-Wallis H=12.300, p=0.017, adjusted p=0.205 (n.s.)'."""
+def _joint_text(factor: str, test: dict[str, Any] | None, alpha: float) -> str:
+    """'framework: F(3, 16)=4.210, p=0.022, adjusted p=0.066 (n.s.)' (the joint test)."""
     if test is None:
-        return f"{factor}: no test"
-    if test["test"] not in TEST_NAMES:
-        return f"{factor}: skipped ({test.get('note') or 'no reason given'})"
-    name, stat = TEST_NAMES[test["test"]]
-    if _missing(test["p_value"]):  # e.g. "insufficient: n = 3 < min_n 5"
-        return f"{factor}: {name} not run ({test.get('note') or 'no p-value'})"
+        return f"{factor}: no joint test"
+    if _missing(test["p_value"]):
+        return f"{factor}: not tested ({test.get('note') or 'no p-value'})"
+    df, n = test["df"], test["n_tasks"]
     pair = _p_pair(test["p_value"], test.get("p_adjusted"), alpha)
-    return f"{factor}: {name} {stat}={fmt_num(test['statistic'])}, {pair}"
+    return f"{factor}: F({df}, {n - df})={fmt_num(test['statistic'])}, {pair}"
 
 
 def _best_level(
-    groups: pl.DataFrame,
+    levels: pl.DataFrame,
+    pairs: pl.DataFrame,
     test: dict[str, Any] | None,
     higher: bool,
     alpha: float,
-    too_few_tasks: str | None,
 ) -> tuple[str, Any]:
-    """The level with the best mean rank and its mean rank, or a dash and why none is named:
-    too few tasks, untested, no adjusted p, or not significant after the adjustment."""
-    if groups.height == 0:
-        return DASH, None
-    best = groups.sort(["mean_rank", "level"], descending=[higher, False], nulls_last=True).row(
-        0, named=True
-    )
-    if groups.height == 1:
-        return f"{best['level']} (only level)", best["mean_rank"]
-    if too_few_tasks is not None:
-        return f"{DASH} ({too_few_tasks})", None
-    tested = test is not None and test["test"] in TEST_NAMES and not _missing(test["p_value"])
-    if not tested:
+    """The best level of a factor whose joint test is significant after the family
+    adjustment, named only when its pairwise contrast with every other level is significant
+    after the within-factor adjustment; else a dash and why."""
+    if test is None or _missing(test["p_value"]):
         return f"{DASH} (not tested)", None
     adjusted = test.get("p_adjusted")
     if _missing(adjusted):
         return f"{DASH} (no adjusted p)", None
     if adjusted >= alpha:
         return f"{DASH} (n.s. after adjustment: adjusted p {fmt_p(adjusted)})", None
-    return str(best["level"]), best["mean_rank"]
+    known = levels.filter(pl.col("mean").is_not_null())
+    if known.height == 0:
+        return f"{DASH} (no level mean)", None
+    best = known.sort(["mean", "level"], descending=[higher, False]).row(0, named=True)
+    level = best["level"]
+    for other in known["level"].to_list():
+        if other == level:
+            continue
+        pair = pairs.filter(
+            ((pl.col("level") == level) & (pl.col("other") == other))
+            | ((pl.col("level") == other) & (pl.col("other") == level))
+        )
+        p = pair["p_adjusted"][0] if pair.height else None
+        if _missing(p) or p >= alpha:
+            why = "no adjusted p" if _missing(p) else f"adjusted p {fmt_p(p)}"
+            return f"{DASH} ({level} not distinguishable from {other}: {why})", best["mean"]
+    return str(level), best["mean"]
 
 
 def best_stacks(
-    stats_tests: pl.DataFrame,
-    stats_groups: pl.DataFrame,
+    joint: pl.DataFrame,
+    levels: pl.DataFrame,
+    pairs: pl.DataFrame,
+    stacks: pl.DataFrame,
     alpha: float = ALPHA,
     n_tasks: int | None = None,
     min_n: int | None = None,
 ) -> pl.DataFrame:
-    """Table 6: per metric, the best level of each factor by Kruskal-Wallis/ANOVA mean rank,
-    where its factor is significant after the family adjustment and the experiment has
-    ``min_n`` independent tasks (``n_tasks``); the tests with raw and adjusted p."""
-    stats_tests = _with_adjusted(stats_tests)
+    """Table 6: per metric and factor, the best level from the joint test's family: the
+    factor's joint test (:mod:`mastif.analysis.mixed_joint`) significant after the family
+    adjustment, then the level with the best mean over the tasks (averaged over the other
+    factors) whose pairwise contrast with every other level is significant after the
+    within-factor adjustment (``joint_levels``, ``joint_pairs``); none below ``min_n``
+    independent tasks (``n_tasks``). A factor with one level in ``stacks`` is named
+    "(only level)", untested."""
+    joint = joint.select(
+        pl.col(c).cast(t) if c in joint.columns else pl.lit(None, dtype=t).alias(c)
+        for c, t in MIXED_JOINT_SCHEMA.items()
+    )
     reason = _reason(n_tasks, min_n)
     short = None if reason is None else f"{n_tasks} tasks < stats.min_n {min_n}"
     rows = []
@@ -210,20 +232,24 @@ def best_stacks(
         row: dict[str, Any] = {"Metric": label, "RQ": rq, "better": "higher" if higher else "lower"}
         tests_text = []
         for factor in FACTORS:
-            tests = stats_tests.filter((pl.col("metric") == metric) & (pl.col("factor") == factor))
+            present = stacks[factor].unique().to_list() if factor in stacks.columns else []
+            tests = joint.filter((pl.col("metric") == metric) & (pl.col("term") == factor))
             test = tests.row(0, named=True) if tests.height else None
-            groups = stats_groups.filter(
-                (pl.col("metric") == metric) & (pl.col("factor") == factor)
-            )
-            row[factor], row[f"{factor}_mean_rank"] = _best_level(
-                groups, test, higher, alpha, short
-            )
-            tests_text.append(_test_text(factor, test, alpha))
-        row["tests"] = reason if reason is not None else "; ".join(tests_text)
+            of = (pl.col("metric") == metric) & (pl.col("factor") == factor)
+            if len(present) == 1:
+                row[factor], row[f"{factor}_mean"] = f"{present[0]} (only level)", None
+            elif short is not None:
+                row[factor], row[f"{factor}_mean"] = f"{DASH} ({short})", None
+            else:
+                row[factor], row[f"{factor}_mean"] = _best_level(
+                    levels.filter(of), pairs.filter(of), test, higher, alpha
+                )
+                tests_text.append(_joint_text(factor, test, alpha))
+        row["tests"] = reason if reason is not None else "; ".join(tests_text) or None
         rows.append(row)
     schema = {"Metric": pl.String, "RQ": pl.String, "better": pl.String}
     for factor in FACTORS:
-        schema |= {factor: pl.String, f"{factor}_mean_rank": pl.Float64}
+        schema |= {factor: pl.String, f"{factor}_mean": pl.Float64}
     return pl.DataFrame(rows, schema=schema | {"tests": pl.String})
 
 
