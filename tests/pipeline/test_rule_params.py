@@ -94,6 +94,8 @@ READS: dict[str, set[str]] = {
         "write_tables",
         "plot_violins",
         "mixed_models",
+        # no Pareto share in effects.parquet below it (issue 51)
+        "bootstrap_effects",
     },
     "stats.bootstrap_resamples": {"bootstrap_effects", "judge_agreement"},
     "stats.confidence": {"bootstrap_effects", "mixed_models", "plot_effects", "judge_agreement"},
