@@ -94,8 +94,9 @@ READS: dict[str, set[str]] = {
         "write_tables",
         "plot_violins",
         "mixed_models",
-        # no Pareto share in effects.parquet below it (issue 51)
+        # no Pareto share in effects.parquet, no Pareto star in the figure (issue 51)
         "bootstrap_effects",
+        "plot_pareto",
     },
     "stats.bootstrap_resamples": {"bootstrap_effects", "judge_agreement"},
     "stats.confidence": {"bootstrap_effects", "mixed_models", "plot_effects", "judge_agreement"},
