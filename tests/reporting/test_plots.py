@@ -270,5 +270,10 @@ def test_pareto_marks_stacks_with_identical_answers(
         in key
     )
     assert plots.identical_answer_groups(stacks) == {}  # no answer_group column: no group
+    # one group of every stack: said once in the key, no mark on every point
+    everyone = stacks.with_columns(answer_group=pl.lit(1, dtype=pl.Int64))
+    fig = _drawn_pareto(everyone, monkeypatch, n_tasks=n_tasks)
+    assert not [t for t in fig.axes[0].texts if t.get_gid() == "identical_answers"]
+    assert "every stack (4): byte-identical final answers on every task" in _key_texts(fig)
     fig = _drawn_pareto(stacks, monkeypatch, n_tasks=n_tasks)
     assert not [t for t in fig.axes[0].texts if t.get_gid() == "identical_answers"]

@@ -255,6 +255,10 @@ def test_tables_2_3_flag_identical_answers_and_no_pareto_below_min_n(
     assert few["table3_efficiency"]["pareto_optimal"].is_null().all()
     assert few["table2_task_completion"].equals(enough["table2_task_completion"])
     assert "below stats.min_n" in report.CAPTIONS["table3_efficiency"]
+    # one group of every stack (the .test pipeline's scripted model): no list of 29 stacks
+    everyone = stacks.with_columns(answer_group=pl.lit(1, dtype=pl.Int64))
+    table2 = report.paper_tables(everyone, stats_tests, stats_groups)["table2_task_completion"]
+    assert set(table2["identical_answers"]) == {"≡1: every other stack"}
 
 
 def test_table5_without_sensitivity_columns(

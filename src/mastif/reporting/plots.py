@@ -367,18 +367,35 @@ def _identical_mark(ax: Axes, ct: float, v: float, group: int) -> None:
     )
 
 
-def _identical_keys(groups: dict[int, list[str]]) -> list[Line2D]:
-    """One key entry per answer group: its "≡k" mark, then its stacks."""
-    return [
-        _marker_key(
-            f"byte-identical final answers on every task: {' = '.join(labels)}",
-            marker=rf"$\equiv\!{group}$",
-            markersize=7 * (1 + len(str(group))),
-            markeredgewidth=0,
-            color=IDENTICAL_COLOUR,
+#: the most stacks of an answer group the Pareto key names one by one; a larger group is
+#: counted (its stacks are in results/metrics/identical_answers.csv)
+MAX_NAMED_IDENTICAL = 4
+
+
+def _identical_keys(groups: dict[int, list[str]], n_stacks: int) -> list[Line2D]:
+    """One key entry per answer group of a table of ``n_stacks`` stacks: its "≡k" mark, then
+    its stacks (named up to :data:`MAX_NAMED_IDENTICAL`, else counted)."""
+    keys = []
+    for group, labels in groups.items():
+        if len(labels) == n_stacks:
+            text = f"every stack ({n_stacks}): byte-identical final answers on every task"
+        elif len(labels) <= MAX_NAMED_IDENTICAL:
+            text = f"byte-identical final answers on every task: {' = '.join(labels)}"
+        else:
+            text = (
+                f"{len(labels)} stacks with byte-identical final answers on every task "
+                "(results/metrics/identical_answers.csv)"
+            )
+        keys.append(
+            _marker_key(
+                _wrap_reason(text, 110),
+                marker=rf"$\equiv\!{group}$",
+                markersize=7 * (1 + len(str(group))),
+                markeredgewidth=0,
+                color=IDENTICAL_COLOUR,
+            )
         )
-        for group, labels in groups.items()
-    ]
+    return keys
 
 
 def _pareto_legend(ax: Axes, starred: bool = True) -> None:
@@ -415,9 +432,11 @@ def _pareto_legend(ax: Axes, starred: bool = True) -> None:
     )
 
 
-def _pareto_key(fig: Figure, key: list[Line2D], groups: dict[int, list[str]]) -> None:
+def _pareto_key(
+    fig: Figure, key: list[Line2D], groups: dict[int, list[str]], n_stacks: int
+) -> None:
     """The key below the plot: the numbered Pareto-optimal stacks, then the answer groups."""
-    handles = key + _identical_keys(groups)
+    handles = key + _identical_keys(groups, n_stacks)
     if not handles:
         return
     if key and groups:
@@ -457,8 +476,10 @@ def plot_pareto(stacks: pl.DataFrame, out_stem: Path, *, n_tasks: int, min_n: in
     called Pareto-optimal, and the title says why
     (:func:`mastif.analysis.inference.small_sample_reason`). Stacks whose final answers are
     byte-identical on every task and repeat (``answer_group``,
-    :mod:`mastif.evaluation.answers`) are marked "≡k" and the key names each group: their
-    differences in TCR come from the judge, not from their answers.
+    :mod:`mastif.evaluation.answers`) are marked "≡k" and the key names each group (up to
+    :data:`MAX_NAMED_IDENTICAL` stacks, else counts them; no marks when every stack is in
+    one group, which the key says): their differences in TCR come from the judge, not from
+    their answers.
     """
     reason = small_sample_reason(n_tasks, min_n)
     starred = reason is None
@@ -469,10 +490,13 @@ def plot_pareto(stacks: pl.DataFrame, out_stem: Path, *, n_tasks: int, min_n: in
     df = _pareto_points(stacks, starred=starred)
     if df.height == 0:
         _no_data(ax)
+    groups = identical_answer_groups(stacks)
+    # one group of every stack: the key says so, a mark on every point would add nothing
+    marked = not any(len(labels) == stacks.height for labels in groups.values())
     key: list[Line2D] = []
     for model, protocol, framework, ct, v, tcr, is_optimal, failed, group in df.iter_rows():
         _pareto_point(ax, ct, v, tcr, is_optimal, failed, lambda x: cmap(norm(x)))
-        if group is not None:
+        if group is not None and marked:
             _identical_mark(ax, ct, v, group)
         if is_optimal:
             number = str(len(key) + 1)
@@ -499,7 +523,7 @@ def plot_pareto(stacks: pl.DataFrame, out_stem: Path, *, n_tasks: int, min_n: in
     ax.set_ylabel("V, mean verbosity of completed runs (tokens)")
     ax.grid(alpha=0.3)
     _pareto_legend(ax, starred=starred)
-    _pareto_key(fig, key, identical_answer_groups(stacks))
+    _pareto_key(fig, key, groups, stacks.height)
     skipped = stacks.height - df.height
     note = f"\n({skipped} stack(s) without a completed run or known V not shown)" if skipped else ""
     if reason is not None:

@@ -65,9 +65,12 @@ __all__ = [
     "write_tables",
 ]
 
+#: the most other stacks an ``identical_answers`` cell names; more are counted
+MAX_NAMED_IDENTICAL = 3
 #: the sentence Tables 2 and 3 end with, on their ``identical_answers`` column
 IDENTICAL_ANSWERS_CAPTION = (
-    "identical answers = ≡k and the other stacks of answer group k, whose final answers were "
+    "identical answers = ≡k and the other stacks of answer group k (named up to "
+    f"{MAX_NAMED_IDENTICAL}, else counted), whose final answers were "
     "byte-identical to this stack's on every task and repeat "
     "(results/metrics/identical_answers.csv): differences between them come from time, "
     f"tokens or the judge, not from their answers; {DASH} when no other stack's are."
@@ -279,8 +282,9 @@ def beside_tables_2_3(
 ) -> pl.DataFrame:
     """The stacks table as Tables 2 and 3 show it (issue 51): an ``identical_answers``
     column ("≡k: " and the other stacks of the stack's ``answer_group``, whose final answers
-    are byte-identical to its own on every task and repeat; null when none are or the table
-    has no groups), and ``pareto_optimal`` null for every stack below ``min_n`` independent
+    are byte-identical to its own on every task and repeat — named up to
+    :data:`MAX_NAMED_IDENTICAL`, else counted, or "every other stack"; null when none are or
+    the table has no groups), and ``pareto_optimal`` null for every stack below ``min_n`` independent
     tasks (``n_tasks``; no stack is called Pareto-optimal from so few tasks)."""
     labels = [", ".join(str(v) for v in row) for row in stacks.select(FACTORS).iter_rows()]
     groups = (
@@ -292,12 +296,18 @@ def beside_tables_2_3(
     for label, group in zip(labels, groups, strict=True):
         if group is not None:
             members.setdefault(group, []).append(label)
-    flags = [
-        None
-        if group is None
-        else f"≡{group}: " + "; ".join(sorted(m for m in members[group] if m != label))
-        for label, group in zip(labels, groups, strict=True)
-    ]
+
+    def flag(label: str, group: int | None) -> str | None:
+        if group is None:
+            return None
+        others = sorted(m for m in members[group] if m != label)
+        if len(others) == stacks.height - 1:
+            return f"≡{group}: every other stack"
+        if len(others) > MAX_NAMED_IDENTICAL:
+            return f"≡{group}: {len(others)} other stacks (identical_answers.csv)"
+        return f"≡{group}: " + "; ".join(others)
+
+    flags = [flag(label, group) for label, group in zip(labels, groups, strict=True)]
     out = stacks.with_columns(pl.Series("identical_answers", flags, dtype=pl.String))
     if _reason(n_tasks, min_n) is not None and "pareto_optimal" in out.columns:
         out = out.with_columns(pl.lit(None, dtype=pl.Boolean).alias("pareto_optimal"))
