@@ -9,11 +9,13 @@ import pytest
 from mastif.analysis.bootstrap import (
     EFFECT_METRICS,
     EFFECTS_SCHEMA,
+    MIN_TASKS,
     bootstrap_effects,
     quantile_bounds,
     resample_counts,
     task_resamples,
 )
+from mastif.analysis.inference import MIN_TASKS_FOR_CI
 
 STACKS = [("m1", "standard", "lg"), ("m1", "mcp", "lg"), ("m2", "standard", "cr")]
 
@@ -74,15 +76,27 @@ def test_resample_index_matrix_is_the_generator_stream() -> None:
 
 
 def test_intervals_equal_a_naive_loop_bootstrap() -> None:
-    runs = _runs()
-    resamples, confidence, seed = 300, 0.9, 5
+    runs = _runs(n_tasks=MIN_TASKS_FOR_CI + 5)
+    resamples, confidence, seed = 200, 0.9, 5
     out = bootstrap_effects(runs, resamples=resamples, confidence=confidence, seed=seed)
     assert out.schema == pl.Schema(EFFECTS_SCHEMA)
     tasks = sorted(runs["task_id"].unique().to_list())
     index = task_resamples(len(tasks), resamples, seed)
     by_task = {t: runs.filter(pl.col("task_id") == t) for t in tasks}
+    boot: dict[tuple, list[float]] = {}
+    for draw in index:  # every stack of a drawn task, every repeat
+        sample = pl.concat([by_task[tasks[i]] for i in draw])
+        for stack in STACKS:
+            model, protocol, framework = stack
+            mine = sample.filter(model=model, protocol=protocol, framework=framework)
+            for metric in EFFECT_METRICS:
+                value = _naive_stack_mean(mine, metric)
+                if value is not None:
+                    boot.setdefault((stack, metric), []).append(value)
     q = quantile_bounds(confidence)
-    for model, protocol, framework in STACKS:
+    with_ci = 0
+    for stack in STACKS:
+        model, protocol, framework = stack
         mine = runs.filter(model=model, protocol=protocol, framework=framework)
         for metric in EFFECT_METRICS:
             row = out.filter(model=model, protocol=protocol, framework=framework, metric=metric)
@@ -91,18 +105,35 @@ def test_intervals_equal_a_naive_loop_bootstrap() -> None:
                 assert row["mean"][0] is None and row["ci_low"][0] is None
                 continue
             assert row["mean"][0] == pytest.approx(point)
-            boot = []
-            for draw in index:  # every stack of a drawn task, every repeat
-                sample = pl.concat([by_task[tasks[i]] for i in draw])
-                value = _naive_stack_mean(
-                    sample.filter(model=model, protocol=protocol, framework=framework), metric
-                )
-                if value is not None:
-                    boot.append(value)
-            low, high = np.quantile(boot, q)
+            if row["n_tasks"][0] < MIN_TASKS_FOR_CI:  # values in too few tasks: no interval
+                assert row["ci_low"][0] is None and row["ci_high"][0] is None
+                continue
+            with_ci += 1
+            low, high = np.quantile(boot[(stack, metric)], q)
             assert row["ci_low"][0] == pytest.approx(low), (metric, model, protocol)
             assert row["ci_high"][0] == pytest.approx(high), (metric, model, protocol)
             assert row["ci_low"][0] <= row["mean"][0] <= row["ci_high"][0] or metric == "TUSR"
+    assert with_ci >= len(STACKS) * (len(EFFECT_METRICS) - 2)
+
+
+def test_no_interval_below_min_tasks_for_ci() -> None:
+    """One constant decides intervals: values in MIN_TASKS_FOR_CI - 1 tasks keep the mean but
+    have null ci_low/ci_high, and the note says why; from MIN_TASKS_FOR_CI tasks on, every
+    metric with values has an interval."""
+    rows = [
+        {"model": "A", "protocol": "standard", "framework": "lg", "task_id": f"t{t:02d}",
+         "status": "ok", "judge_status": "ok", "TCR": t / 20, "CT": 1.0 + t, "V": 10 + t}
+        for t in range(MIN_TASKS_FOR_CI)
+    ]  # fmt: skip
+    few = bootstrap_effects(pl.DataFrame(rows[:-1]), resamples=100, metrics=["TCR", "CT", "V"])
+    for metric in ("TCR", "CT", "V"):
+        row = few.filter(metric=metric).row(0, named=True)
+        assert row["n_tasks"] == MIN_TASKS_FOR_CI - 1 >= MIN_TASKS
+        assert row["mean"] is not None
+        assert row["ci_low"] is None and row["ci_high"] is None
+        assert row["note"].startswith("insufficient") and str(MIN_TASKS_FOR_CI) in row["note"]
+    enough = bootstrap_effects(pl.DataFrame(rows), resamples=100, metrics=["TCR", "CT", "V"])
+    assert enough.filter(pl.col("metric") != "pareto")["ci_low"].is_not_null().all()
 
 
 def test_stacks_stay_paired_within_a_resample() -> None:
@@ -159,6 +190,50 @@ def test_pareto_share_counts_resamples_and_keeps_the_eligibility_rule() -> None:
     assert share["C"] == pytest.approx(without_t0)
     assert 0 < without_t0 < 1
     assert (out["n_values"] == resamples).all()
+
+
+def _front_runs(n_tasks: int, failed_judgement: str | None = None) -> pl.DataFrame:
+    """A beats B on TCR at equal CT and V (so B is on the front only without A); A's
+    judgement of ``failed_judgement`` (a task id) failed."""
+    rows = []
+    for t in range(n_tasks):
+        task = f"t{t:02d}"
+        for model, tcr in (("A", 0.9), ("B", 0.5)):
+            failed = model == "A" and task == failed_judgement
+            rows.append(
+                {"model": model, "protocol": "standard", "framework": "lg", "task_id": task,
+                 "status": "ok", "judge_status": "judge_failed" if failed else "ok",
+                 "TCR": None if failed else tcr, "CT": 5.0, "V": 100}
+            )  # fmt: skip
+    return pl.DataFrame(rows)
+
+
+def test_a_failed_judgement_keeps_a_stack_off_every_resamples_front() -> None:
+    """As in the stack table, a stack with a failed judgement (TCR unknown) is never on the
+    front, so it pushes no other stack off: not even in the resamples that skip the task
+    whose judgement failed (there its resampled TCR would be known and beat B's)."""
+    runs = _front_runs(12, failed_judgement="t00")
+    resamples, seed = 300, 4
+    out = bootstrap_effects(runs, resamples=resamples, seed=seed, metrics=["TCR"])
+    skipping = (task_resamples(12, resamples, seed) != 0).all(axis=1).mean()
+    assert 0 < skipping < 1  # some resamples skip t00: there A's TCR is the others' mean
+    share = {r["model"]: r for r in out.filter(metric="pareto").iter_rows(named=True)}
+    assert share["A"]["mean"] == 0.0 and "judgement" in share["A"]["note"]
+    assert share["B"]["mean"] == 1.0 and share["B"]["note"] is None
+    assert out.filter(metric="TCR", model="A")["mean"][0] is None
+
+
+@pytest.mark.parametrize("min_n", [5, 13])
+def test_no_pareto_share_below_min_n(min_n: int) -> None:
+    out = bootstrap_effects(_front_runs(12), resamples=50, metrics=["TCR"], min_n=min_n)
+    pareto = out.filter(metric="pareto").sort("model")
+    if min_n <= 12:
+        assert pareto["mean"].to_list() == [1.0, 0.0]
+        assert pareto["note"].is_null().all()
+    else:
+        assert pareto["mean"].is_null().all()
+        assert pareto["note"].str.contains("stats.min_n = 13").all()
+        assert (pareto["n_tasks"] == 12).all()
 
 
 def test_empty_table() -> None:

@@ -111,3 +111,26 @@ def test_one_dollar_formula_for_numbers_and_columns() -> None:
     frame = pl.DataFrame({"p": [2_000_000, 0], "c": [1_000_000, 4], "i": [0.5, None]})
     dollars = frame.select(usd(pl.col("p"), pl.col("c"), pl.col("i"), 2.0).alias("usd"))["usd"]
     assert dollars.to_list()[0] == pytest.approx(3.0) and dollars.to_list()[1] is None
+
+
+def test_a_failed_judgement_is_off_the_front_in_stack_table_and_bootstrap() -> None:
+    """One rule for an unknown judgement: stack "a" beats "b" on TCR at equal CT and V, but
+    one of its judgements failed. The stack table keeps it off the front; so does every
+    bootstrap resample (share 0), including those that skip the failed task, and "b" is
+    never pushed off (share 1)."""
+    good = [("ok", "ok", True, 0.5, 10.0, 0.5)]
+    a = _run_table([("ok", "ok", True, 0.5, 10.0, 1.0)], tasks=12)
+    a = a.with_columns(
+        pl.when(pl.col("task_id") == "t0")
+        .then(pl.lit("judge_failed"))
+        .otherwise(pl.col("judge_status"))
+        .alias("judge_status"),
+        pl.when(pl.col("task_id") == "t0").then(None).otherwise(pl.col("TCR")).alias("TCR"),
+    )
+    b = _run_table(good, tasks=12).with_columns(model=pl.lit("b"), run_id="b" + pl.col("run_id"))
+    table = pl.concat([a.with_columns(model=pl.lit("a")), b])
+    stacks = stack_metrics(table).sort("model")
+    assert stacks["pareto_optimal"].to_list() == [False, True]
+    effects = bootstrap_effects(table, resamples=200, metrics=("TCR",), min_n=5)
+    shares = effects.filter(metric="pareto").sort("model")["mean"].to_list()
+    assert shares == [0.0, 1.0]

@@ -84,9 +84,17 @@ READS: dict[str, set[str]] = {
     "values.threshold": {"tag_values"},
     "values.sensitivity_thresholds": {"tag_values"},
     "values.backend": {"tag_values"},
-    "stats.alpha": {"test_factors", "blocked_tests", "write_tables", "plot_violins"},
+    "stats.alpha": {
+        "test_factors",
+        "blocked_tests",
+        "write_tables",
+        "plot_violins",
+        # the front page and its figure mark an adjusted p (n.s.) (issue 51)
+        "front_page",
+        "plot_joint_effects",
+    },
     "stats.p_adjust": {"test_factors"},
-    "stats.family_adjust": {"test_factors", "blocked_tests", "mixed_models"},
+    "stats.family_adjust": {"test_factors", "blocked_tests", "joint_tests", "front_page"},
     # below min_n independent tasks no p-value, star or best level anywhere (issue 38)
     "stats.min_n": {
         "test_factors",
@@ -94,9 +102,21 @@ READS: dict[str, set[str]] = {
         "write_tables",
         "plot_violins",
         "mixed_models",
+        # no Pareto share in effects.parquet, no Pareto star in the figure (issue 51)
+        "bootstrap_effects",
+        "plot_pareto",
+        # the joint tests, their pairs and the front page that leads with them (issue 51)
+        "joint_tests",
+        "front_page",
     },
     "stats.bootstrap_resamples": {"bootstrap_effects", "judge_agreement"},
-    "stats.confidence": {"bootstrap_effects", "mixed_models", "plot_effects", "judge_agreement"},
+    "stats.confidence": {
+        "bootstrap_effects",
+        "mixed_models",
+        "plot_effects",
+        "judge_agreement",
+        "joint_tests",
+    },
     "stats.seed": {"bootstrap_effects", "blocked_tests", "judge_agreement"},
     "repeats": {EXEC},
     # runs in flight at once: contention changes every run's time

@@ -15,6 +15,8 @@ from mastif.reporting import plots
 
 MODELS = ("m1", "m2")
 FRAMEWORKS = ("crewai", "langgraph")
+#: an experiment large enough for a Pareto star (stats.min_n independent tasks)
+ENOUGH = {"n_tasks": 10, "min_n": 5}
 
 
 @pytest.fixture
@@ -151,11 +153,11 @@ def test_violins_single_value_and_empty_panel(posthoc: pl.DataFrame, tmp_path: P
 
 def test_pareto(stacks: pl.DataFrame, tmp_path: Path) -> None:
     stem = tmp_path / "pareto"
-    check_written(plots.plot_pareto(stacks, stem), stem)
+    check_written(plots.plot_pareto(stacks, stem, **ENOUGH), stem)
     stem = tmp_path / "pareto_one"
-    check_written(plots.plot_pareto(stacks.head(1), stem), stem)
+    check_written(plots.plot_pareto(stacks.head(1), stem, **ENOUGH), stem)
     stem = tmp_path / "pareto_null_tcr"
-    check_written(plots.plot_pareto(stacks.tail(1), stem), stem)
+    check_written(plots.plot_pareto(stacks.tail(1), stem, **ENOUGH), stem)
 
 
 def test_value_counts_counts_items_not_mentions(values: pl.DataFrame) -> None:
@@ -202,11 +204,76 @@ def test_pareto_marks_stacks_with_failed_runs(
     older = stacks.with_columns(plots.failed_share(stacks).alias("f"))["f"].to_list()
     assert older == [None] * 4  # a table without the shares: unknown, not 0
     stem = tmp_path / "pareto_failures"
-    check_written(plots.plot_pareto(with_failures, stem), stem)
+    check_written(plots.plot_pareto(with_failures, stem, **ENOUGH), stem)
     drawn: list = []
     monkeypatch.setattr(plots, "save_figure", lambda fig, stem: drawn.append(fig) or [])
-    plots.plot_pareto(with_failures, stem)
+    plots.plot_pareto(with_failures, stem, **ENOUGH)
     ax = drawn[0].axes[0]
     assert [t.get_text() for t in ax.texts if "failed" in t.get_text()] == ["75% failed"]
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "had timed-out/errored runs (share shown): never Pareto-optimal" in legend
+
+
+def _drawn_pareto(
+    stacks: pl.DataFrame, monkeypatch: pytest.MonkeyPatch, n_tasks: int, min_n: int = 5
+) -> Figure:
+    drawn: list[Figure] = []
+    monkeypatch.setattr(plots, "save_figure", lambda fig, stem: drawn.append(fig) or [])
+    plots.plot_pareto(stacks, Path("unused"), n_tasks=n_tasks, min_n=min_n)
+    return drawn[0]
+
+
+def _stars(fig: Figure) -> int:
+    """Star markers drawn (the frontier's markers are the only ones of size 280)."""
+    return sum(280 in c.get_sizes() for c in fig.axes[0].collections)
+
+
+def _key_texts(fig: Figure) -> list[str]:
+    return [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+
+
+def test_pareto_stars_only_from_min_n_tasks(
+    stacks: pl.DataFrame, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """At min_n tasks the table's Pareto-optimal stacks are starred and named; below it
+    none is, nothing is called Pareto-optimal, and the title says why."""
+    fig = _drawn_pareto(stacks, monkeypatch, n_tasks=5)
+    assert _stars(fig) == 3  # the table's three pareto_optimal stacks
+    assert any(t.startswith("1. ") for t in _key_texts(fig))
+    fig = _drawn_pareto(stacks, monkeypatch, n_tasks=2)
+    ax = fig.axes[0]
+    assert _stars(fig) == 0
+    assert fig.legends == []  # no key of Pareto-optimal stacks
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert not any("Pareto-optimal" in t for t in legend)
+    title = ax.get_title().replace("\n", " ")
+    assert "no stack starred Pareto-optimal: 2 independent tasks < stats.min_n = 5" in title
+    assert not any(t.get_text() in {"1", "2", "3"} for t in ax.texts)  # no frontier numbers
+    monkeypatch.undo()
+    stem = tmp_path / "pareto_small"
+    check_written(plots.plot_pareto(stacks, stem, n_tasks=2, min_n=5), stem)
+
+
+@pytest.mark.parametrize("n_tasks", [2, 10])
+def test_pareto_marks_stacks_with_identical_answers(
+    stacks: pl.DataFrame, monkeypatch: pytest.MonkeyPatch, n_tasks: int
+) -> None:
+    """Stacks of one answer group get "≡k" beside their points, and the key names the
+    group, whether or not a front is drawn."""
+    grouped = stacks.with_columns(answer_group=pl.Series([1, None, 1, None], dtype=pl.Int64))
+    fig = _drawn_pareto(grouped, monkeypatch, n_tasks=n_tasks)
+    marks = [t for t in fig.axes[0].texts if t.get_gid() == "identical_answers"]
+    assert [t.get_text() for t in marks] == ["≡1", "≡1"]
+    key = _key_texts(fig)
+    assert (
+        "byte-identical final answers on every task: m1, standard, crewai = m2, standard, crewai"
+        in key
+    )
+    assert plots.identical_answer_groups(stacks) == {}  # no answer_group column: no group
+    # one group of every stack: said once in the key, no mark on every point
+    everyone = stacks.with_columns(answer_group=pl.lit(1, dtype=pl.Int64))
+    fig = _drawn_pareto(everyone, monkeypatch, n_tasks=n_tasks)
+    assert not [t for t in fig.axes[0].texts if t.get_gid() == "identical_answers"]
+    assert "every stack (4): byte-identical final answers on every task" in _key_texts(fig)
+    fig = _drawn_pareto(stacks, monkeypatch, n_tasks=n_tasks)
+    assert not [t for t in fig.axes[0].texts if t.get_gid() == "identical_answers"]

@@ -24,7 +24,7 @@ def effects() -> pl.DataFrame:
     rows = []
 
     def add(stack, metric, mean, low=None, high=None, n_tasks=30):
-        note = None if low is not None else "insufficient: n_tasks = 1 < 2"
+        note = None if low is not None else "insufficient: n_tasks = 1 < 15 (MIN_TASKS_FOR_CI)"
         rows.append(
             dict(zip(("model", "protocol", "framework"), stack, strict=True))
             | {
@@ -175,3 +175,26 @@ def test_rerun_writes_identical_svg(effects: pl.DataFrame, tmp_path: Path) -> No
     first = plots_effects.plot_effects(effects, tmp_path / "a" / "effects")[1].read_bytes()
     second = plots_effects.plot_effects(effects, tmp_path / "b" / "effects")[1].read_bytes()
     assert first == second
+
+
+def test_a_small_experiment_draws_no_whisker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From the bootstrap's own table: with 2 tasks (the default run) effects.parquet holds
+    no interval, so the figure draws hollow means only and claims no confidence level."""
+    from mastif.analysis.bootstrap import bootstrap_effects
+
+    runs = pl.DataFrame(
+        [
+            {"model": m, "protocol": p, "framework": f, "task_id": f"t{t}", "status": "ok",
+             "judge_status": "ok", "TCR": 0.5 + t / 4, "success": bool(t), "CT": 10.0 + t,
+             "V": 100 + t, "n_tool_calls": 2, "n_tool_ok": 1, "IVS": 0.5,
+             "has_final_answer": True}
+            for m, p, f in STACKS
+            for t in range(2)
+        ]
+    )  # fmt: skip
+    effects = bootstrap_effects(runs, resamples=100)
+    assert effects["ci_low"].is_null().all() and effects["ci_high"].is_null().all()
+    fig = _drawn(effects, monkeypatch, confidence=0.95)
+    assert all(_whiskers(ax) == 0 for ax in fig.axes)
+    assert _hollow(_panel(fig, "TCR")) == len(STACKS)
+    assert "CI" not in fig.get_suptitle() and "95" not in fig.get_suptitle()

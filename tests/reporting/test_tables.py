@@ -182,6 +182,7 @@ def test_table_names_and_rows(tables: dict[str, pl.DataFrame]) -> None:
         "n_judge_failed",
         "timeout_share",
         "error_share",
+        "identical_answers",
     ]
     assert tables["table3_efficiency"].columns == [
         "Stack",
@@ -196,6 +197,7 @@ def test_table_names_and_rows(tables: dict[str, pl.DataFrame]) -> None:
         "timeout_share",
         "error_share",
         "pareto_optimal",
+        "identical_answers",
     ]
     assert tables["table4_tool_use"].columns == [
         "Stack",
@@ -230,6 +232,35 @@ def test_table_names_and_rows(tables: dict[str, pl.DataFrame]) -> None:
     ]
 
 
+def test_tables_2_3_flag_identical_answers_and_no_pareto_below_min_n(
+    stacks: pl.DataFrame, stats_tests: pl.DataFrame, stats_groups: pl.DataFrame
+) -> None:
+    """Beside Tables 2 and 3: the other stacks of a stack's answer group; Table 3 calls no
+    stack Pareto-optimal below stats.min_n independent tasks (issue 51)."""
+    grouped = stacks.with_columns(
+        answer_group=pl.when(pl.col("framework") == "crewai").then(pl.lit(1, dtype=pl.Int64))
+    )
+    enough = report.paper_tables(grouped, stats_tests, n_tasks=5, min_n=5)
+    for name in ("table2_task_completion", "table3_efficiency"):
+        assert enough[name]["identical_answers"].to_list() == [
+            "≡1: m2, standard, crewai",
+            None,
+            "≡1: m1, standard, crewai",
+            None,
+        ]
+        assert "identical answers = ≡k" in report.CAPTIONS[name]
+    in_order = stacks.sort("model", "framework")["pareto_optimal"]
+    assert enough["table3_efficiency"]["pareto_optimal"].to_list() == in_order.to_list()
+    few = report.paper_tables(grouped, stats_tests, n_tasks=2, min_n=5)
+    assert few["table3_efficiency"]["pareto_optimal"].is_null().all()
+    assert few["table2_task_completion"].equals(enough["table2_task_completion"])
+    assert "below stats.min_n" in report.CAPTIONS["table3_efficiency"]
+    # one group of every stack (the .test pipeline's scripted model): no list of 29 stacks
+    everyone = stacks.with_columns(answer_group=pl.lit(1, dtype=pl.Int64))
+    table2 = report.paper_tables(everyone, stats_tests)["table2_task_completion"]
+    assert set(table2["identical_answers"]) == {"≡1: every other stack"}
+
+
 def test_table5_without_sensitivity_columns(
     stacks: pl.DataFrame, stats_tests: pl.DataFrame, stats_groups: pl.DataFrame
 ) -> None:
@@ -253,7 +284,7 @@ def test_markdown_format(tables: dict[str, pl.DataFrame]) -> None:
     md = report.to_markdown(tables["table2_task_completion"], report.CAPTIONS[NAMES[0]])
     lines = md.splitlines()
     assert lines[0].startswith("Table 2.") and lines[1] == ""
-    assert lines[3] == "|" + " --- |" * 8
+    assert lines[3] == "|" + " --- |" * 9
     rows = md_rows(md)
     assert rows[0] == [
         "Stack",
@@ -264,6 +295,7 @@ def test_markdown_format(tables: dict[str, pl.DataFrame]) -> None:
         "n judge failed",
         "timed out",
         "errored",
+        "identical answers",
     ]
     assert rows[2] == [
         "m1, standard, crewai",
@@ -274,8 +306,9 @@ def test_markdown_format(tables: dict[str, pl.DataFrame]) -> None:
         "0",
         "0.333",
         "0.333",
+        "—",
     ]
-    assert rows[3][3] == "0.500 (—)" and rows[3][5] == "1" and rows[3][6:] == ["0.000"] * 2
+    assert rows[3][3] == "0.500 (—)" and rows[3][5] == "1" and rows[3][6:8] == ["0.000"] * 2
 
     rows = md_rows(report.to_markdown(tables["table3_efficiency"], "cap"))
     assert rows[0] == [
@@ -289,6 +322,7 @@ def test_markdown_format(tables: dict[str, pl.DataFrame]) -> None:
         "timed out",
         "errored",
         "Pareto-optimal",
+        "identical answers",
     ]
     # one completed run of three: its CT and V, σ undefined; KM median unknown (< half done)
     assert rows[2] == [
@@ -302,6 +336,7 @@ def test_markdown_format(tables: dict[str, pl.DataFrame]) -> None:
         "0.333",
         "0.333",
         "no",
+        "—",
     ]
     assert rows[4][1:7] == ["15.0 (2.0)", "3", "14.2", "650.0 (30.0)", "2", "1"]
 

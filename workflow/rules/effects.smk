@@ -12,5 +12,7 @@ rule bootstrap_effects:
         confidence=config["stats"]["confidence"],
         seed=config["stats"]["seed"],
         min_kappa=config["judge"]["min_kappa"],
+        # below min_n independent tasks no Pareto share (a front of so few tasks is no finding)
+        min_n=config["stats"]["min_n"],
     script:
         "../scripts/bootstrap_effects.py"

@@ -27,6 +27,8 @@ rule plot_violins:
 rule plot_pareto:
     input:
         stacks=results.metrics("stacks"),
+        # the tasks counted: below stats.min_n of them no stack is starred Pareto-optimal
+        runs=results.metrics("runs"),
     output:
         png=report(
             results.plot("pareto", "png"),
@@ -38,6 +40,9 @@ rule plot_pareto:
         svg=results.plot("pareto", "svg"),
     log:
         "logs/plot_pareto/plot_pareto.log",
+    params:
+        # no Pareto star below min_n independent tasks (runs of one task are not independent)
+        min_n=config["stats"]["min_n"],
     script:
         "../scripts/plot_pareto.py"
 

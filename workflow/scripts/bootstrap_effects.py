@@ -17,7 +17,9 @@ resampling = {
     "confidence": snakemake.params.confidence,
     "seed": snakemake.params.seed,
 }
-bootstrap_effects(runs, **resampling).write_parquet(snakemake.output.effects)
+bootstrap_effects(runs, **resampling, min_n=snakemake.params.min_n).write_parquet(
+    snakemake.output.effects
+)
 repeat_reliability(runs).write_parquet(snakemake.output.repeats)
 judge_validity(runs, min_kappa=snakemake.params.min_kappa, **resampling).write_parquet(
     snakemake.output.judge_validity

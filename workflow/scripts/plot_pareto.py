@@ -1,4 +1,5 @@
-"""Bridge: efficiency profile and Pareto frontier (mastif.reporting.plots)."""
+"""Bridge: efficiency profile and Pareto frontier, no star below stats.min_n independent
+tasks (mastif.reporting.plots)."""
 
 from mastif.core.logsetup import log_to
 
@@ -8,6 +9,14 @@ from pathlib import Path
 
 import polars as pl
 
+from mastif.analysis.inference import independent_tasks
 from mastif.reporting.plots import plot_pareto
 
-plot_pareto(pl.read_parquet(snakemake.input.stacks), Path(snakemake.output.png).with_suffix(""))
+# the independent unit: tasks, not runs (below stats.min_n of them no Pareto star)
+n_tasks = independent_tasks(pl.scan_parquet(snakemake.input.runs).select("task_id").collect())
+plot_pareto(
+    pl.read_parquet(snakemake.input.stacks),
+    Path(snakemake.output.png).with_suffix(""),
+    n_tasks=n_tasks,
+    min_n=snakemake.params.min_n,
+)

@@ -22,10 +22,20 @@ Metrics (``results/stats/effects.parquet``, :data:`EFFECTS_SCHEMA`):
 * ``SVS``: mean IVS (Eq. 8) over the completed runs with a final answer;
 * ``pareto``: ``mean`` is the share of resamples in which the stack is on the Pareto front of
   (max TCR, min CT, min V) (:func:`mastif.evaluation.measures.pareto_front`), with the
-  eligibility rule of ``stack_metrics``: a stack with a timed-out or errored run or a failed
-  judgement among the resampled runs is not on the front of that resample
-  (:func:`~mastif.evaluation.measures.pareto_ineligible`). ``n_values`` is the number of
-  resamples; no interval.
+  eligibility rule of ``stack_metrics``: a stack with a timed-out or errored run among the
+  resampled runs is not on the front of that resample
+  (:func:`~mastif.evaluation.measures.pareto_ineligible`); a stack with a failed judgement
+  anywhere in the data has an unknown TCR (its ``TCR`` row has no mean), so it is on the
+  front of no resample and pushes no other stack off, whichever tasks a resample draws.
+  ``n_values`` is the number of resamples; no interval. Below ``stats.min_n`` independent
+  tasks (``min_n``) no share is given (null, the note says why): a front drawn from so few
+  tasks is no finding (:func:`mastif.analysis.inference.small_sample_reason`).
+
+Intervals: ``ci_low``/``ci_high`` are given only where the stack's metric has values in at
+least :data:`mastif.analysis.inference.MIN_TASKS_FOR_CI` tasks; below it a task bootstrap's
+percentile interval covers far less than its nominal level (bench/ci_coverage.py), so the
+row keeps its mean and its note says why there is no interval. :data:`MIN_TASKS` is the
+fewest tasks to resample at all (the Pareto share's floor when ``min_n`` is lower).
 
 Which runs count for each metric is :func:`mastif.evaluation.measures.counted`, as in the
 stack table and the tests.
@@ -39,13 +49,15 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from mastif.analysis.inference import MIN_TASKS_FOR_CI
 from mastif.core.factors import STACK_KEYS
 from mastif.evaluation.measures import counted, judge_failed, pareto_front, pareto_ineligible
 
 #: the metrics with a bootstrap interval, in the table's order
 EFFECT_METRICS: tuple[str, ...] = ("TCR", "success", "CT", "V", "TUSR", "SVS")
 PARETO = "pareto"
-#: fewest tasks with values for a bootstrap interval
+#: fewest tasks to resample at all; an interval needs
+#: :data:`mastif.analysis.inference.MIN_TASKS_FOR_CI` tasks with values
 MIN_TASKS = 2
 
 EFFECTS_SCHEMA: dict[str, pl.DataType] = {
@@ -148,8 +160,12 @@ def _finite(x: float) -> float | None:
     return float(x) if np.isfinite(x) else None
 
 
-def _pareto_shares(grid: Grid, counts: np.ndarray, sums: dict[str, np.ndarray]) -> np.ndarray:
-    """Per stack: share of resamples in which it is on the Pareto front."""
+def _pareto_shares(
+    grid: Grid, counts: np.ndarray, sums: dict[str, np.ndarray], unknown: np.ndarray
+) -> np.ndarray:
+    """Per stack: share of resamples in which it is on the Pareto front. A stack is eligible
+    in a resample when none of its resampled runs is :func:`pareto_ineligible` and it is not
+    ``unknown`` (a failed judgement anywhere in the data: ineligible in every resample)."""
     est = {m: _ratio(counts @ sums[m][0], counts @ sums[m][1]) for m in ("TCR", "CT", "V")}
     failed = grid.sums(pareto_ineligible(), pl.lit(1.0), pl.lit(0.0))
     n_failed = counts @ failed[2]
@@ -160,11 +176,29 @@ def _pareto_shares(grid: Grid, counts: np.ndarray, sums: dict[str, np.ndarray]) 
                 "TCR_mean": est["TCR"][b],
                 "CT_mean": est["CT"][b],
                 "V_mean": est["V"][b],
-                "all_completed": n_failed[b] == 0,
+                "eligible": (n_failed[b] == 0) & ~unknown,
             }
         )
-        on_front += pareto_front(frame, eligible="all_completed").to_numpy()
+        on_front += pareto_front(frame, eligible="eligible").to_numpy()
     return on_front / counts.shape[0]
+
+
+def _interval_note(n_tasks: int) -> str:
+    """Why a stack/metric with values in ``n_tasks`` tasks has no interval."""
+    if n_tasks == 0:
+        return "insufficient: no value"
+    return (
+        f"insufficient: n_tasks = {n_tasks} < {MIN_TASKS_FOR_CI} (MIN_TASKS_FOR_CI): no "
+        "confidence interval"
+    )
+
+
+def _pareto_note(n_tasks: int, min_n: int) -> str:
+    """Why no Pareto share is given for an experiment of ``n_tasks`` tasks."""
+    return (
+        f"insufficient: n_tasks = {n_tasks} < stats.min_n = {min_n}: no Pareto share "
+        "(repeats of a task and the stacks' runs of it are not independent)"
+    )
 
 
 def bootstrap_effects(
@@ -173,11 +207,16 @@ def bootstrap_effects(
     confidence: float = 0.95,
     seed: int = 20260504,
     metrics: Sequence[str] = EFFECT_METRICS,
+    min_n: int = 5,
 ) -> pl.DataFrame:
     """The effects table (:data:`EFFECTS_SCHEMA`): per stack and metric the pooled mean, with
     a percentile interval over ``resamples`` task-cluster resamples, then a ``pareto`` row per
-    stack. A stack/metric with values in fewer than :data:`MIN_TASKS` tasks has its mean but a
-    null interval and note "insufficient: ..."; one without any value has a null mean too."""
+    stack. A stack/metric with values in fewer than
+    :data:`mastif.analysis.inference.MIN_TASKS_FOR_CI` tasks has its mean but a null interval
+    and note "insufficient: ..."; one without any value has a null mean too. With fewer than
+    ``min_n`` (``stats.min_n``) independent tasks the ``pareto`` rows have a null share and
+    say why; a stack with a failed judgement has share 0 (never on the front), as in the
+    stack table."""
     if runs.height == 0:
         return pl.DataFrame(schema=EFFECTS_SCHEMA)
     grid = Grid.of(runs)
@@ -186,7 +225,7 @@ def bootstrap_effects(
     q_lo, q_hi = quantile_bounds(confidence)
     sums = {m: metric_sums(grid, m) for m in {*metrics, "TCR", "CT", "V"}}
     # per (task, stack): failed judgements. A stack with one has an unknown TCR (as in
-    # stack_metrics): no mean, no interval
+    # stack_metrics): no mean, no interval, and never on the Pareto front
     n_judge_failed = grid.sums(judge_failed(), pl.lit(0.0), pl.lit(0.0))[2].sum(0)
     rows = []
     for metric in metrics:
@@ -201,10 +240,8 @@ def bootstrap_effects(
             if metric == "TCR" and n_judge_failed[j] > 0:
                 row["mean"] = None
                 row["note"] = f"unknown: {int(n_judge_failed[j])} judgement(s) failed"
-            elif tasks_with[j] == 0:
-                row["note"] = "insufficient: no value"
-            elif tasks_with[j] < MIN_TASKS:
-                row["note"] = f"insufficient: n_tasks = {tasks_with[j]} < {MIN_TASKS}"
+            elif tasks_with[j] < max(MIN_TASKS, MIN_TASKS_FOR_CI):
+                row["note"] = _interval_note(int(tasks_with[j]))
             else:
                 col = boot[:, j]
                 ok = col[np.isfinite(col)]
@@ -214,11 +251,18 @@ def bootstrap_effects(
                         f"interval over the {ok.size} of {resamples} resamples with a value"
                     )
             rows.append(row)
-    shares = _pareto_shares(grid, counts, sums) if n_t >= MIN_TASKS else None
+    unknown = n_judge_failed > 0
+    shares = _pareto_shares(grid, counts, sums, unknown) if n_t >= max(MIN_TASKS, min_n) else None
     for j, stack in enumerate(grid.stacks.iter_rows(named=True)):
         row = {**stack, "metric": PARETO, "n_tasks": n_t, "n_values": resamples}
         row |= {"mean": None if shares is None else float(shares[j])}
-        row |= {"ci_low": None, "ci_high": None}
-        row["note"] = None if shares is not None else f"insufficient: n_tasks = {n_t} < {MIN_TASKS}"
+        row |= {"ci_low": None, "ci_high": None, "note": None}
+        if shares is None:
+            row["note"] = _pareto_note(n_t, max(MIN_TASKS, min_n))
+        elif unknown[j]:
+            row["note"] = (
+                f"never on the front: {int(n_judge_failed[j])} judgement(s) failed (TCR "
+                "unknown, as in the stack table)"
+            )
         rows.append(row)
     return pl.DataFrame(rows, schema=EFFECTS_SCHEMA)

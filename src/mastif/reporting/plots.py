@@ -13,6 +13,7 @@ from their code is ``significance_stars``, so a star means the same in every fig
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -264,13 +265,19 @@ def failed_share(stacks: pl.DataFrame) -> pl.Expr:
     return pl.lit(None, dtype=pl.Float64)
 
 
-def _pareto_points(stacks: pl.DataFrame) -> pl.DataFrame:
-    """The stacks with a CT/V point: labels, (CT, V), TCR, Pareto-optimal and failed share;
-    the frontier last (drawn on top), numbered by CT."""
+def _pareto_points(stacks: pl.DataFrame, starred: bool = True) -> pl.DataFrame:
+    """The stacks with a CT/V point: labels, (CT, V), TCR, Pareto-optimal (none unless
+    ``starred``), failed share and answer group; the frontier last (drawn on top), numbered
+    by CT."""
     optimal = (
         pl.col("pareto_optimal").fill_null(False)
-        if "pareto_optimal" in stacks.columns
+        if "pareto_optimal" in stacks.columns and starred
         else pl.lit(False)
+    )
+    group = (
+        pl.col("answer_group").cast(pl.Int64)
+        if "answer_group" in stacks.columns
+        else pl.lit(None, dtype=pl.Int64)
     )
     return (
         stacks.select(
@@ -282,10 +289,32 @@ def _pareto_points(stacks: pl.DataFrame) -> pl.DataFrame:
             "TCR_mean",
             optimal.alias("optimal"),
             failed_share(stacks).alias("failed"),
+            group.alias("answer_group"),
         )
         .filter(pl.col("CT_mean").is_not_null() & pl.col("V_mean").is_not_null())
         .sort("optimal", "CT_mean", "V_mean")  # frontier drawn last (on top), numbered by CT
     )
+
+
+#: colour of the identical-answers marks
+IDENTICAL_COLOUR = "tab:purple"
+
+
+def identical_answer_groups(stacks: pl.DataFrame) -> dict[int, list[str]]:
+    """Per answer group (``answer_group`` of the stacks table: stacks whose final answers are
+    byte-identical on every task and repeat, :mod:`mastif.evaluation.answers`), its stacks'
+    labels in table order; empty when the table has no such column or group."""
+    if "answer_group" not in stacks.columns:
+        return {}
+    groups: dict[int, list[str]] = {}
+    rows = stacks.filter(pl.col("answer_group").is_not_null()).sort(
+        "answer_group", "model", "protocol", "framework"
+    )
+    for model, protocol, framework, group in rows.select(
+        "model", "protocol", "framework", "answer_group"
+    ).iter_rows():
+        groups.setdefault(int(group), []).append(stack_label(model, protocol, framework))
+    return groups
 
 
 def _pareto_point(
@@ -323,20 +352,74 @@ def _pareto_point(
     ax.scatter(ct, v, **style, **colour)  # type: ignore[arg-type]
 
 
-def _pareto_legend(ax: Axes) -> None:
-    """The key to the marker styles."""
+def _identical_mark(ax: Axes, ct: float, v: float, group: int) -> None:
+    """ "≡k" beside a stack whose final answers equal those of the other stacks of group k."""
+    ax.annotate(
+        f"≡{group}",
+        (ct, v),
+        fontsize=8,
+        fontweight="bold",
+        color=IDENTICAL_COLOUR,
+        xytext=(-7, 5),
+        textcoords="offset points",
+        ha="right",
+        gid="identical_answers",
+    )
+
+
+#: the most stacks of an answer group the Pareto key names one by one; a larger group is
+#: counted (its stacks are in results/metrics/identical_answers.csv)
+MAX_NAMED_IDENTICAL = 4
+
+
+def _identical_keys(groups: dict[int, list[str]], n_stacks: int) -> list[Line2D]:
+    """One key entry per answer group of a table of ``n_stacks`` stacks: its "≡k" mark, then
+    its stacks (named up to :data:`MAX_NAMED_IDENTICAL`, else counted)."""
+    keys = []
+    for group, labels in groups.items():
+        if len(labels) == n_stacks:
+            text = f"every stack ({n_stacks}): byte-identical final answers on every task"
+        elif len(labels) <= MAX_NAMED_IDENTICAL:
+            text = f"byte-identical final answers on every task: {' = '.join(labels)}"
+        else:
+            text = (
+                f"{len(labels)} stacks with byte-identical final answers on every task "
+                "(results/metrics/identical_answers.csv)"
+            )
+        keys.append(
+            _marker_key(
+                _wrap_reason(text, 110),
+                marker=rf"$\equiv\!{group}$",
+                markersize=7 * (1 + len(str(group))),
+                markeredgewidth=0,
+                color=IDENTICAL_COLOUR,
+            )
+        )
+    return keys
+
+
+def _pareto_legend(ax: Axes, starred: bool = True) -> None:
+    """The key to the marker styles (no star below stats.min_n tasks: ``starred`` False)."""
+    front = [
+        _marker_key(
+            "Pareto-optimal (max TCR, min CT, min V) among stacks whose runs all completed",
+            marker="*",
+            markersize=12,
+            color="0.6",
+            markeredgecolor="black",
+        ),
+        _marker_key("dominated", marker="o", color="0.6"),
+    ]
+    never = "never Pareto-optimal" if starred else "not eligible for the front"
     ax.legend(
         handles=[
-            _marker_key(
-                "Pareto-optimal (max TCR, min CT, min V) among stacks whose runs all completed",
-                marker="*",
-                markersize=12,
-                color="0.6",
-                markeredgecolor="black",
+            *(
+                front
+                if starred
+                else [_marker_key("stack (no front drawn)", marker="o", color="0.6")]
             ),
-            _marker_key("dominated", marker="o", color="0.6"),
             _marker_key(
-                "had timed-out/errored runs (share shown): never Pareto-optimal",
+                f"had timed-out/errored runs (share shown): {never}",
                 marker="D",
                 color="0.6",
                 markeredgecolor="tab:red",
@@ -349,7 +432,32 @@ def _pareto_legend(ax: Axes) -> None:
     )
 
 
-def plot_pareto(stacks: pl.DataFrame, out_stem: Path) -> list[Path]:
+def _pareto_key(
+    fig: Figure, key: list[Line2D], groups: dict[int, list[str]], n_stacks: int
+) -> None:
+    """The key below the plot: the numbered Pareto-optimal stacks, then the answer groups."""
+    handles = key + _identical_keys(groups, n_stacks)
+    if not handles:
+        return
+    if key and groups:
+        title = (
+            "Pareto-optimal stacks, and stacks with identical answers (model, protocol, framework)"
+        )
+    elif key:
+        title = "Pareto-optimal stacks (model, protocol, framework)"
+    else:
+        title = "Stacks with identical answers (model, protocol, framework)"
+    fig.legend(
+        handles=handles,
+        loc="outside lower center",
+        fontsize=8,
+        frameon=False,
+        title=title,
+        title_fontsize=9,
+    )
+
+
+def plot_pareto(stacks: pl.DataFrame, out_stem: Path, *, n_tasks: int, min_n: int) -> list[Path]:
     """Efficiency profile E = (TCR, CT, V) of Eq. 4: each stack at (CT_mean, V_mean) of its
     completed runs, coloured by TCR_mean; Pareto-optimal stacks are starred, numbered, and
     named in a key below.
@@ -362,17 +470,34 @@ def plot_pareto(stacks: pl.DataFrame, out_stem: Path) -> list[Path]:
     failure share: it is never on the front (``metrics.stack_metrics``), since its
     completed-run means leave out what went wrong. A stack without a completed run has no
     CT/V point and is counted in the title.
+
+    With fewer than ``min_n`` (``stats.min_n``) independent tasks (``n_tasks``,
+    :func:`mastif.analysis.inference.independent_tasks` of the runs) no stack is starred or
+    called Pareto-optimal, and the title says why
+    (:func:`mastif.analysis.inference.small_sample_reason`). Stacks whose final answers are
+    byte-identical on every task and repeat (``answer_group``,
+    :mod:`mastif.evaluation.answers`) are marked "≡k" and the key names each group (up to
+    :data:`MAX_NAMED_IDENTICAL` stacks, else counts them; no marks when every stack is in
+    one group, which the key says): their differences in TCR come from the judge, not from
+    their answers.
     """
+    reason = small_sample_reason(n_tasks, min_n)
+    starred = reason is None
     cmap = mpl.colormaps["viridis"]
     norm = Normalize(vmin=0.0, vmax=1.0)
     fig = Figure(figsize=(8, 6.5), layout="constrained")
     ax = fig.subplots()
-    df = _pareto_points(stacks)
+    df = _pareto_points(stacks, starred=starred)
     if df.height == 0:
         _no_data(ax)
+    groups = identical_answer_groups(stacks)
+    # one group of every stack: the key says so, a mark on every point would add nothing
+    marked = not any(len(labels) == stacks.height for labels in groups.values())
     key: list[Line2D] = []
-    for model, protocol, framework, ct, v, tcr, is_optimal, failed in df.iter_rows():
+    for model, protocol, framework, ct, v, tcr, is_optimal, failed, group in df.iter_rows():
         _pareto_point(ax, ct, v, tcr, is_optimal, failed, lambda x: cmap(norm(x)))
+        if group is not None and marked:
+            _identical_mark(ax, ct, v, group)
         if is_optimal:
             number = str(len(key) + 1)
             ax.annotate(
@@ -397,20 +522,29 @@ def plot_pareto(stacks: pl.DataFrame, out_stem: Path) -> list[Path]:
     ax.set_xlabel("CT, mean convergence time of completed runs (seconds)")
     ax.set_ylabel("V, mean verbosity of completed runs (tokens)")
     ax.grid(alpha=0.3)
-    _pareto_legend(ax)
-    if key:
-        fig.legend(
-            handles=key,
-            loc="outside lower center",
-            fontsize=8,
-            frameon=False,
-            title="Pareto-optimal stacks (model, protocol, framework)",
-            title_fontsize=9,
-        )
+    _pareto_legend(ax, starred=starred)
+    _pareto_key(fig, key, groups, stacks.height)
     skipped = stacks.height - df.height
     note = f"\n({skipped} stack(s) without a completed run or known V not shown)" if skipped else ""
+    if reason is not None:
+        note += "\n" + _wrap_reason(_no_front_reason(n_tasks, min_n))
     ax.set_title(f"Efficiency profile E = (TCR, CT, V) of technology stacks{note}", fontsize=11)
     return save_figure(fig, out_stem)
+
+
+def _no_front_reason(n_tasks: int, min_n: int) -> str:
+    """Why no stack is starred: the small-sample rule of
+    :func:`mastif.analysis.inference.small_sample_reason`, said of the Pareto front."""
+    return (
+        f"no stack starred Pareto-optimal: {n_tasks} independent task"
+        f"{'' if n_tasks == 1 else 's'} < stats.min_n = {min_n} (repeats of a task and the "
+        "stacks' runs of it are not independent)"
+    )
+
+
+def _wrap_reason(reason: str, width: int = 80) -> str:
+    """A sentence broken into lines of about ``width`` characters."""
+    return "\n".join(textwrap.wrap(reason, width))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -3,11 +3,13 @@
 Draws ``results/stats/effects.parquet`` (:mod:`mastif.analysis.bootstrap`, ``docs/data.md``): one
 panel per metric (TCR, success, CT, V, TUSR, SVS in a 2 x 3 grid), the stacks on the y axis
 in the same order in every panel, a point at the stack's mean and a whisker for its interval.
-A stack whose interval is null, or whose metric has values in fewer than
-:data:`mastif.analysis.inference.MIN_TASKS_FOR_CI` tasks (a task bootstrap's interval is not a
-confidence interval there: its coverage is far below nominal, bench/ci_coverage.py), gets a
-hollow marker and no whisker, and the title says "CI" only when some whisker is drawn; a stack without a value for a metric gets a grey
-"no value" in that row; a metric without any value gets a "no data" panel.
+A stack whose metric has values in fewer than :data:`mastif.analysis.inference.MIN_TASKS_FOR_CI`
+tasks (a task bootstrap's interval is not a confidence interval there: its coverage is far
+below nominal, bench/ci_coverage.py) has a null interval in the table; it, and any row whose
+interval is null, gets a hollow marker and no whisker (the figure checks ``n_tasks`` too, so
+an older table's intervals below the constant are not drawn either), and the title says "CI"
+only when some whisker is drawn; a stack without a value for a metric gets a grey "no value"
+in that row; a metric without any value gets a "no data" panel.
 
 Like :mod:`mastif.reporting.plots`, figures are bare :class:`matplotlib.figure.Figure` objects (never
 ``pyplot``) and are written by :func:`mastif.reporting.plots.save_figure` (deterministic SVG).

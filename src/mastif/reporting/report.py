@@ -42,6 +42,7 @@ from mastif.reporting.report_inference import (
     METRIC_ORDER,
     TEST_NAMES,
     _missing,
+    _reason,
     best_stacks,
     fmt_num,
     fmt_p,
@@ -69,6 +70,17 @@ __all__ = [
     "write_tables",
 ]
 
+#: the most other stacks an ``identical_answers`` cell names; more are counted
+MAX_NAMED_IDENTICAL = 3
+#: the sentence Tables 2 and 3 end with, on their ``identical_answers`` column
+IDENTICAL_ANSWERS_CAPTION = (
+    "identical answers = ≡k and the other stacks of answer group k (named up to "
+    f"{MAX_NAMED_IDENTICAL}, else counted), whose final answers were "
+    "byte-identical to this stack's on every task and repeat "
+    "(results/metrics/identical_answers.csv): differences between them come from time, "
+    f"tokens or the judge, not from their answers; {DASH} when no other stack's are."
+)
+
 CAPTIONS: dict[str, str] = {
     "table2_task_completion": (
         "Table 2. Mean task understanding (TU), task adherence (TA) and task completion rate "
@@ -77,7 +89,7 @@ CAPTIONS: dict[str, str] = {
         "(a dash), and its failures are counted in n judge failed. "
         "Runs of every status are judged and averaged (a timed-out or errored run is scored "
         "on what it delivered); timed out / errored = share of the stack's runs that hit the "
-        "run's time limit / ended in an error."
+        "run's time limit / ended in an error. " + IDENTICAL_ANSWERS_CAPTION
     ),
     "table3_efficiency": (
         "Table 3. Mean convergence time CT per task in seconds and mean verbosity V per task in "
@@ -89,7 +101,9 @@ CAPTIONS: dict[str, str] = {
         f"time and errored runs never completing; {DASH} when fewer than half of the runs "
         "completed. Pareto-optimal = efficiency profile E = (TCR, CT, V) not dominated by "
         "another stack, among stacks all of whose runs completed: a stack with a timed-out or "
-        "errored run is never Pareto-optimal and dominates no other stack."
+        "errored run is never Pareto-optimal and dominates no other stack; "
+        f"{DASH} for every stack below stats.min_n independent tasks (no stack is called "
+        "Pareto-optimal from so few tasks). " + IDENTICAL_ANSWERS_CAPTION
     ),
     "table4_tool_use": (
         "Table 4. Tool use success rate TUSR (pooled over the stack's tool calls; σ of the "
@@ -185,6 +199,7 @@ HEADERS: dict[str, str] = {
     "timeout_share": "timed out",
     "error_share": "errored",
     "CT_km_median": "CT KM median",
+    "identical_answers": "identical answers",
 }
 UNITS: dict[str, str] = {
     "CT": "s",
@@ -268,6 +283,43 @@ def _stack_table(stacks: pl.DataFrame, columns: dict[str, str]) -> pl.DataFrame:
     )
 
 
+def beside_tables_2_3(
+    stacks: pl.DataFrame, n_tasks: int | None = None, min_n: int | None = None
+) -> pl.DataFrame:
+    """The stacks table as Tables 2 and 3 show it (issue 51): an ``identical_answers``
+    column ("≡k: " and the other stacks of the stack's ``answer_group``, whose final answers
+    are byte-identical to its own on every task and repeat — named up to
+    :data:`MAX_NAMED_IDENTICAL`, else counted, or "every other stack"; null when none are or
+    the table has no groups), and ``pareto_optimal`` null for every stack below ``min_n`` independent
+    tasks (``n_tasks``; no stack is called Pareto-optimal from so few tasks)."""
+    labels = [", ".join(str(v) for v in row) for row in stacks.select(FACTORS).iter_rows()]
+    groups = (
+        stacks["answer_group"].to_list()
+        if "answer_group" in stacks.columns
+        else [None] * stacks.height
+    )
+    members: dict[int, list[str]] = {}
+    for label, group in zip(labels, groups, strict=True):
+        if group is not None:
+            members.setdefault(group, []).append(label)
+
+    def flag(label: str, group: int | None) -> str | None:
+        if group is None:
+            return None
+        others = sorted(m for m in members[group] if m != label)
+        if len(others) == stacks.height - 1:
+            return f"≡{group}: every other stack"
+        if len(others) > MAX_NAMED_IDENTICAL:
+            return f"≡{group}: {len(others)} other stacks (identical_answers.csv)"
+        return f"≡{group}: " + "; ".join(others)
+
+    flags = [flag(label, group) for label, group in zip(labels, groups, strict=True)]
+    out = stacks.with_columns(pl.Series("identical_answers", flags, dtype=pl.String))
+    if _reason(n_tasks, min_n) is not None and "pareto_optimal" in out.columns:
+        out = out.with_columns(pl.lit(None, dtype=pl.Boolean).alias("pareto_optimal"))
+    return out
+
+
 SENSITIVITY_PREFIX = "SVS_at_"
 
 
@@ -314,10 +366,11 @@ def paper_tables(
 ) -> dict[str, pl.DataFrame]:
     """All tables as raw-number DataFrames, keyed by output file stem; ``alpha``: the level
     below which Table 6 calls a factor's adjusted p significant; ``n_tasks`` independent
-    tasks below ``min_n``: no p-value and no best level (:mod:`mastif.reporting.report_inference`).
-    Table 6 reads the joint tests and, within a factor, its levels and pairwise contrasts
-    (``results/stats/{mixed_joint,joint_levels,joint_pairs}.parquet``); without them it names
-    no best level ("not tested")."""
+    tasks below ``min_n``: no p-value and no best level (:mod:`mastif.reporting.report_inference`)
+    and no Pareto-optimal stack in Table 3 (:func:`beside_tables_2_3`). Table 6 reads the
+    joint tests and, within a factor, its levels and pairwise contrasts
+    (``results/stats/{mixed_joint,joint_levels,joint_pairs}.parquet``); without them it
+    names no best level ("not tested")."""
     joint = joint if joint is not None else pl.DataFrame(schema=MIXED_JOINT_SCHEMA)
     joint_levels = (
         joint_levels if joint_levels is not None else pl.DataFrame(schema=JOINT_LEVELS_SCHEMA)
@@ -325,9 +378,10 @@ def paper_tables(
     joint_pairs = (
         joint_pairs if joint_pairs is not None else pl.DataFrame(schema=JOINT_PAIRS_SCHEMA)
     )
+    beside = beside_tables_2_3(stacks, n_tasks, min_n)
     return {
         "table2_task_completion": _stack_table(
-            stacks,
+            beside,
             {
                 "TU_mean": "TU",
                 "TA_mean": "TA",
@@ -336,10 +390,11 @@ def paper_tables(
                 "n_judged": "n_judged",
                 "n_judge_failed": "n_judge_failed",
                 **FAILURE_SHARES,
+                "identical_answers": "identical_answers",
             },
         ),
         "table3_efficiency": _stack_table(
-            stacks,
+            beside,
             {
                 "CT_mean": "CT",
                 "CT_std": "CT_std",
@@ -351,6 +406,7 @@ def paper_tables(
                 "n_usage_missing": "n_usage_missing",
                 **FAILURE_SHARES,
                 "pareto_optimal": "pareto_optimal",
+                "identical_answers": "identical_answers",
             },
         ),
         "table4_tool_use": _stack_table(
