@@ -115,6 +115,10 @@ def test_dotest_runs_the_whole_dag_and_the_report(pipeline_copy: Path) -> None:
     assert bold[3].startswith("Intervals: 2 tasks counted < 15"), bold
     # one stack: no other to compare its answers with, said so
     assert bold[4].startswith("Identical outputs: 1 stack: no other stack"), bold
+    # the violins' caption: no star legend when no star can be drawn (2 tasks < min_n)
+    report_html = (work / "results/report.html").read_text()
+    assert "No bracket and no star: fewer than 5 independent tasks" in report_html
+    assert "Brackets mark pairs that Dunn" not in report_html
     for claim in ("p = 0.03", "p < 0.001", "***", "best: langgraph", "95% CI", "CI [0.1"):
         assert NO_CLAIMS.search(claim), claim  # the check would see a claim
     # the trace viewer: the grid index and one page per run

@@ -319,19 +319,44 @@ def get_judge_gate_labels(wildcards):
     return {JUDGE_GATE_LABEL: _label_text(gate_verdict(validity).text)}
 
 
-def with_judge_gate(labels, judge_based=None):
+def with_judge_gate(labels, judge_based=None, extra=None):
     """A labels= function for a report item built on judge scores: ``labels`` (Snakemake
     fills their "{wildcard}" patterns) plus {"judge gate": verdict}
     (:func:`get_judge_gate_labels`); with ``judge_based`` (wildcards -> bool) only where it
-    holds, e.g. the violins of TCR, TU and TA but not of CT."""
+    holds, e.g. the violins of TCR, TU and TA but not of CT; plus ``extra(wildcards)``'s.
+    """
 
     def labels_with_gate(wildcards):
         out = dict(labels)
         if judge_based is None or judge_based(wildcards):
             out.update(get_judge_gate_labels(wildcards))
+        if extra is not None:
+            out.update(extra(wildcards))
         return out
 
     return labels_with_gate
+
+
+DUNN_LABEL = "Dunn brackets"
+
+
+def get_dunn_labels(wildcards):
+    """{"Dunn brackets": whether the violins may draw them}: "drawn where significant" from
+    stats.min_n independent tasks (counted in results/metrics/runs.parquet) on, else why
+    none is; workflow/report/violin.rst prints the star legend only in the first case.
+    """
+    import polars as pl
+
+    from mastif.analysis.inference import independent_tasks
+
+    path = Path(results.metrics("runs"))
+    runs = (
+        pl.read_parquet(path, columns=["task_id"]) if path.is_file() else pl.DataFrame()
+    )
+    n_tasks, min_n = independent_tasks(runs), config["stats"]["min_n"]
+    if n_tasks >= min_n:
+        return {DUNN_LABEL: "drawn where significant"}
+    return {DUNN_LABEL: f"none: {n_tasks} tasks < stats.min_n {min_n}"}
 
 
 #: the judge's scores: a figure or table of one of them carries the judge gate's label

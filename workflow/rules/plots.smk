@@ -11,6 +11,7 @@ rule plot_violins:
             labels=with_judge_gate(
                 {"metric": "{metric}", "figure": "violin"},
                 judge_based=lambda wildcards: wildcards.metric in JUDGE_METRICS,
+                extra=get_dunn_labels,
             ),
         ),
         svg=results.plot("violin_{metric}", "svg"),

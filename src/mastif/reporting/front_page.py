@@ -124,7 +124,7 @@ def front_page(
         "The sample",
         "==========",
         "",
-        f"The runs hold **{n_tasks} independent task{'' if n_tasks == 1 else 's'}** "
+        f"The runs hold {n_tasks} independent task{'' if n_tasks == 1 else 's'} "
         "(counted in the runs; repeats of a task and the stacks' runs of it are not "
         "independent).",
         "",
