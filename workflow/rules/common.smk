@@ -4,7 +4,7 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
-from mastif.core import results
+from mastif.core import metric_registry, results
 from mastif.core.config import ConfigError
 
 from mastif.execution.experiment import parse_config
@@ -39,7 +39,8 @@ envvars:
     *EXPERIMENT.required_envvars(),
 
 
-METRICS = ["TCR", "TU", "TA", "CT", "V", "TUSR", "IVS"]
+# the paper's per-run metrics (one violin each) and the judge's scores, from the registry
+METRICS = list(metric_registry.PER_RUN)
 # The report's categories, in the order its menu sorts them: what it leads with first (the
 # joint tests and Table 6, which names a best level from their family), then the judge gate,
 # then the rest; the paper's own tests (runs pooled as independent) in a section of their own.
@@ -360,7 +361,7 @@ def get_dunn_labels(wildcards):
 
 
 #: the judge's scores: a figure or table of one of them carries the judge gate's label
-JUDGE_METRICS = ("TCR", "TU", "TA")
+JUDGE_METRICS = metric_registry.JUDGE_SCORES
 
 
 def get_identical_answers_labels(wildcards):

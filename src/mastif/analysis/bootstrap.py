@@ -50,11 +50,12 @@ import numpy as np
 import polars as pl
 
 from mastif.analysis.inference import MIN_TASKS_FOR_CI
+from mastif.core import metric_registry as registry
 from mastif.core.factors import STACK_KEYS
 from mastif.evaluation.measures import counted, judge_failed, pareto_front, pareto_ineligible
 
 #: the metrics with a bootstrap interval, in the table's order
-EFFECT_METRICS: tuple[str, ...] = ("TCR", "success", "CT", "V", "TUSR", "SVS")
+EFFECT_METRICS: tuple[str, ...] = registry.EFFECT_METRICS
 PARETO = "pareto"
 #: fewest tasks to resample at all; an interval needs
 #: :data:`mastif.analysis.inference.MIN_TASKS_FOR_CI` tasks with values
@@ -141,7 +142,7 @@ def metric_where(metric: str) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
             pl.col("n_tool_calls"),
         )
     col = {"SVS": "IVS"}.get(metric, metric)
-    if col not in {"TCR", "success", "CT", "V", "IVS"}:
+    if col not in {*registry.PARETO_OBJECTIVES, "success", "IVS"}:
         raise ValueError(f"unknown metric {metric!r}")
     return pl.col(col).is_not_null() & counted(metric), pl.col(col), pl.lit(1.0)
 
@@ -166,7 +167,7 @@ def _pareto_shares(
     """Per stack: share of resamples in which it is on the Pareto front. A stack is eligible
     in a resample when none of its resampled runs is :func:`pareto_ineligible` and it is not
     ``unknown`` (a failed judgement anywhere in the data: ineligible in every resample)."""
-    est = {m: _ratio(counts @ sums[m][0], counts @ sums[m][1]) for m in ("TCR", "CT", "V")}
+    est = {m: _ratio(counts @ sums[m][0], counts @ sums[m][1]) for m in registry.PARETO_OBJECTIVES}
     failed = grid.sums(pareto_ineligible(), pl.lit(1.0), pl.lit(0.0))
     n_failed = counts @ failed[2]
     on_front = np.zeros(grid.stacks.height)
@@ -223,7 +224,7 @@ def bootstrap_effects(
     n_t = len(grid.tasks)
     counts = resample_counts(task_resamples(n_t, resamples, seed), n_t)
     q_lo, q_hi = quantile_bounds(confidence)
-    sums = {m: metric_sums(grid, m) for m in {*metrics, "TCR", "CT", "V"}}
+    sums = {m: metric_sums(grid, m) for m in {*metrics, *registry.PARETO_OBJECTIVES}}
     # per (task, stack): failed judgements. A stack with one has an unknown TCR (as in
     # stack_metrics): no mean, no interval, and never on the Pareto front
     n_judge_failed = grid.sums(judge_failed(), pl.lit(0.0), pl.lit(0.0))[2].sum(0)

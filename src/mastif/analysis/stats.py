@@ -33,30 +33,24 @@ import numpy as np
 import polars as pl
 
 from mastif.analysis.inference import independent_tasks, small_sample_reason
+from mastif.core import metric_registry as registry
 from mastif.core.factors import FACTORS
 from mastif.evaluation.measures import counted
 
 # scipy and scikit-posthocs (seconds to import) are imported where they are used: every
 # figure job imports this module, for significance_stars only
 
-METRICS: tuple[str, ...] = ("TCR", "TU", "TA", "CT", "V", "TUSR", "IVS")
+#: the paper's per-run metrics (mastif.core.metric_registry.PER_RUN)
+METRICS: tuple[str, ...] = registry.PER_RUN
 
 #: the independent unit: runs repeating a task, and the stacks' runs of it, are not
 TASK = "task_id"
 
-# Direction of "better" per metric, for Table 6 (CT and V are costs).
-HIGHER_IS_BETTER: dict[str, bool] = {
-    "TCR": True,
-    "TU": True,
-    "TA": True,
-    "CT": False,
-    "V": False,
-    "TUSR": True,
-    "IVS": True,
-}
+# Direction of "better" per metric (CT and V are costs), from the registry.
+HIGHER_IS_BETTER: dict[str, bool] = {m: registry.higher_is_better(m) for m in METRICS}
 
 #: the judge's ordinal scores (1-5 anchors, TCR from them): Kruskal-Wallis, no Shapiro gate
-ORDINAL: frozenset[str] = frozenset({"TU", "TA", "TCR"})
+ORDINAL: frozenset[str] = frozenset(m for m in METRICS if registry.metric(m).ordinal)
 
 
 def metric_runs(run_table: pl.DataFrame, metric: str) -> pl.DataFrame:

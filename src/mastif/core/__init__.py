@@ -1,7 +1,8 @@
 """The lowest layer: the types, paths and plumbing every other subpackage shares.
 
 Owns the experiment config's types and a stack's identity (``config.py``), the design's
-three factors in their fixed order (``factors.py``), the run trace every framework fills and
+three factors in their fixed order (``factors.py``), the one vocabulary of metrics — name,
+label, unit, direction, scale, which runs count (``metric_registry.py``), the run trace every framework fills and
 its Arrow schema (``trace.py``), where a run's wall clock went (``timing.py``), the layout of
 ``results/`` (``results.py``), mastif's own data paths, config and resources
 (``paths.py``), files written whole or appended line by line (``atomic.py``), the dollars of

@@ -29,13 +29,15 @@ import httpx
 import openai
 import polars as pl
 
+from mastif.core import metric_registry as registry
 from mastif.core.textclip import clip_optional
 from mastif.providers import Gateway
 
 log = logging.getLogger(__name__)
 
-SCORE_ANCHORS: tuple[float, ...] = (1.0, 0.7, 0.5, 0.3, 0.0)
-CRITERIA: tuple[str, ...] = ("TU", "TA", "TCR")
+#: the judge's ordinal scale and the metrics it scores, from the metric registry
+SCORE_ANCHORS: tuple[float, ...] = registry.SCORE_ANCHORS
+CRITERIA: tuple[str, ...] = registry.JUDGE_SCORES
 
 
 #: tokens a judgement's JSON may take besides its rationales' text (keys, quotes, scores,

@@ -30,18 +30,18 @@ from itertools import combinations
 import numpy as np
 import polars as pl
 
+from mastif.core import metric_registry as registry
 from mastif.core import pricing
 from mastif.core.trace import COMPLETED
 
 JUDGE_FAILED = "judge_failed"
 
-#: the judge's scores: they count the judged runs
-JUDGE_SCORES = frozenset({"TU", "TA", "TCR"})
-#: metrics of the completed runs only (status ok): a timed-out or errored run's time and
-#: tokens were cut short
-COMPLETED_ONLY = frozenset({"CT", "V"})
-#: the value stability, per run (IVS) and per stack (SVS): the runs with a final answer
-ANSWERED_ONLY = frozenset({"IVS", "SVS"})
+#: which runs count for which metric: the registry's (mastif.core.metric_registry) judged
+#: (TU, TA, TCR), completed-only (CT, V: a timed-out or errored run's time and tokens were cut
+#: short) and answered-only metrics (IVS, SVS: the runs with a final answer)
+JUDGE_SCORES = frozenset(registry.JUDGE_SCORES)
+COMPLETED_ONLY = registry.COMPLETED_ONLY
+ANSWERED_ONLY = registry.ANSWERED_ONLY
 
 # --------------------------------------------------------------------------- which runs count
 

@@ -20,6 +20,7 @@ import polars as pl
 from mastif.core.factors import STACK_KEYS
 from mastif.evaluation.agreement import judge_success, stack_agreement
 from mastif.evaluation.measures import (
+    JUDGE_SCORES,
     answered,
     completed,
     ct,
@@ -258,7 +259,7 @@ def _judge_scores(judged_table: pl.DataFrame) -> pl.DataFrame:
         "judge_status",
         *(
             pl.when(judge_failed()).then(None).otherwise(pl.col(c).cast(pl.Float64)).alias(c)
-            for c in ("TU", "TA", "TCR")
+            for c in JUDGE_SCORES
         ),
     )
 
@@ -484,9 +485,7 @@ def stack_metrics(run_table: pl.DataFrame, answers: pl.DataFrame | None = None) 
     is a list of {threshold, SVS, empty_value_set_share}, null for a stack without any.
     """
     agg = (
-        run_table.with_columns(
-            *(pl.when(judged()).then(pl.col(c)).alias(c) for c in ("TU", "TA", "TCR"))
-        )
+        run_table.with_columns(*(pl.when(judged()).then(pl.col(c)).alias(c) for c in JUDGE_SCORES))
         # SVS and its counts describe the runs with a final answer (see answered())
         .with_columns(pl.when(answered()).then(pl.col(c)).alias(c) for c in _VALUES_COLUMNS)
         .group_by(*STACK_KEYS)

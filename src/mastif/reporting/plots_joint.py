@@ -26,22 +26,11 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from mastif.analysis.mixed_joint import JOINT_KINDS
+from mastif.core import metric_registry as registry
 from mastif.core.factors import FACTORS
 from mastif.reporting.plots import _no_data, save_figure
 
 ALPHA = 0.05
-
-#: the y-axis label of each metric's row
-LABELS: dict[str, str] = {
-    "success": "success (rate)",
-    "TCR": "TCR (judge, 0–1)",
-    "TU": "TU (judge, 0–1)",
-    "TA": "TA (judge, 0–1)",
-    "CT": "CT (s, geometric mean)",
-    "V": "V (tokens, geometric mean)",
-    "TUSR": "TUSR (rate)",
-    "IVS": "IVS (0–1)",
-}
 
 
 def _fmt_p(p: float) -> str:
@@ -122,7 +111,9 @@ def plot_joint_effects(
                 continue
             _panel(ax, panel, log=JOINT_KINDS[metric] == "lmm")
             if j == 0:
-                ax.set_ylabel(LABELS.get(metric, metric), fontsize=8)
+                info = registry.metric(metric)
+                geometric = ", geometric mean" if info.log_scale else ""
+                ax.set_ylabel(info.axis.replace(")", f"{geometric})", 1), fontsize=8)
     n_tasks = levels["n_tasks"].max() if levels.height else 0
     fig.suptitle(
         "Each factor's levels, averaged over the tasks and the other factors "

@@ -24,6 +24,7 @@ import polars as pl
 
 from mastif.analysis.inference import MIN_TASKS_FOR_CI, small_sample_reason
 from mastif.analysis.mixed_joint import MIXED_JOINT_SCHEMA
+from mastif.core import metric_registry as registry
 from mastif.core.factors import FACTORS
 
 #: the default significance level; the tables take the config's ``stats.alpha``
@@ -31,15 +32,13 @@ ALPHA = 0.05
 DASH = "—"
 NOT_SIGNIFICANT = "(n.s.)"
 
-# Table 6: metric → (row label, research question, higher is better)
+# Table 6: metric → (row label, research question, higher is better), from the registry
 BEST_METRICS: dict[str, tuple[str, str, bool]] = {
-    "TCR": ("Task completion (TCR)", "RQ1", True),
-    "CT": ("Convergence time (CT)", "RQ2", False),
-    "V": ("Verbosity (V)", "RQ2", False),
-    "TUSR": ("Tool use success (TUSR)", "RQ3", True),
-    "IVS": ("Social value stability (IVS)", "RQ4", True),
-}
-METRIC_ORDER: tuple[str, ...] = ("TCR", "TU", "TA", "CT", "V", "TUSR", "IVS")
+    m: (registry.metric(m).label, registry.metric(m).research_question or "",
+        registry.metric(m).higher_is_better)
+    for m in registry.BEST_LEVEL_METRICS
+}  # fmt: skip
+METRIC_ORDER: tuple[str, ...] = registry.PER_RUN
 TEST_NAMES: dict[str, tuple[str, str]] = {
     "kruskal": ("Kruskal-Wallis", "H"),
     "anova": ("ANOVA", "F"),
@@ -297,7 +296,7 @@ def kruskal_summary(
 # ---------------------------------------------------------------------------------------------
 # The mixed models' joint tests (results/stats/mixed_joint.parquet)
 
-MIXED_METRIC_ORDER: tuple[str, ...] = ("success", "TCR", "TU", "TA", "CT", "V")
+MIXED_METRIC_ORDER: tuple[str, ...] = ("success", *registry.PER_RUN)
 
 
 def mixed_joint_table(

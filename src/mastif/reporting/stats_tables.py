@@ -22,10 +22,11 @@ from typing import Any
 import polars as pl
 
 from mastif.analysis.inference import MIN_TASKS_FOR_CI
+from mastif.core import metric_registry as registry
 from mastif.core.factors import STACK_KEYS
 
 #: metrics of the effects table, in the order of the paper's tables
-EFFECT_METRICS = ("TCR", "success", "CT", "V", "TUSR", "SVS")
+EFFECT_METRICS = registry.EFFECT_METRICS
 
 
 def _ci(mean: Any, lo: Any, hi: Any, decimals: int) -> str | None:
@@ -48,7 +49,7 @@ def effects_table(effects: pl.DataFrame) -> pl.DataFrame:
         if r["metric"] == "pareto":
             row["pareto_share"] = r["mean"]
             continue
-        decimals = 1 if r["metric"] in ("CT", "V") else 3
+        decimals = 1 if registry.metric(r["metric"]).unit else 3
         is_ci = (r["n_tasks"] or 0) >= MIN_TASKS_FOR_CI
         low, high = (r["ci_low"], r["ci_high"]) if is_ci else (None, None)
         row[r["metric"]] = _ci(r["mean"], low, high, decimals)
