@@ -11,6 +11,9 @@ rule bootstrap_effects:
         bootstrap_resamples=config["stats"]["bootstrap_resamples"],
         confidence=config["stats"]["confidence"],
         seed=config["stats"]["seed"],
+        # the judge gate (mastif.analysis.inference.assess_gate): its threshold and floors
         min_kappa=config["judge"]["min_kappa"],
+        gate_min_tasks=config["judge"]["gate_min_tasks"],
+        gate_min_per_class=config["judge"]["gate_min_per_class"],
     script:
         "../scripts/bootstrap_effects.py"
