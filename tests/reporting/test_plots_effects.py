@@ -175,3 +175,12 @@ def test_rerun_writes_identical_svg(effects: pl.DataFrame, tmp_path: Path) -> No
     first = plots_effects.plot_effects(effects, tmp_path / "a" / "effects")[1].read_bytes()
     second = plots_effects.plot_effects(effects, tmp_path / "b" / "effects")[1].read_bytes()
     assert first == second
+
+
+def test_the_judge_gate_is_written_inside_the_figure(
+    effects: pl.DataFrame, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = "judge NOT validated: pooled κ 0.12 < judge.min_kappa 0.4 (40 runs on 20 tasks)"
+    fig = _drawn(effects, monkeypatch, judge_gate=gate)
+    assert f"Judge gate: {gate}" in [t.replace("\n", " ") for t in _texts(fig)]
+    assert not any("Judge gate" in t for t in _texts(_drawn(effects, monkeypatch)))

@@ -2,6 +2,8 @@ rule plot_violins:
     input:
         runs=results.metrics("runs"),
         posthoc=results.stats("posthoc"),
+        # the judge gate's verdict, written inside the figure of a judge score
+        judge_validity=results.stats("judge_validity"),
     output:
         png=report(
             results.plot("violin_{metric}", "png"),
@@ -27,6 +29,7 @@ rule plot_violins:
 rule plot_pareto:
     input:
         stacks=results.metrics("stacks"),
+        judge_validity=results.stats("judge_validity"),
     output:
         png=report(
             results.plot("pareto", "png"),
@@ -45,6 +48,7 @@ rule plot_pareto:
 rule plot_effects:
     input:
         effects=results.stats("effects"),
+        judge_validity=results.stats("judge_validity"),
     output:
         png=report(
             results.plot("effects", "png"),

@@ -64,6 +64,9 @@ def small_sample_reason(n_tasks: int, min_n: int) -> str | None:
     )
 
 
+#: the judge's scores: what the gate validates (a table row or figure of one carries it)
+JUDGE_SCORES = ("TCR", "TU", "TA")
+
 #: the gate's three outcomes (:attr:`GateVerdict.status`)
 VALIDATED, NOT_VALIDATED, NOT_ASSESSABLE = "validated", "NOT validated", "not assessable"
 

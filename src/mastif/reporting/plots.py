@@ -13,6 +13,7 @@ from their code is ``significance_stars``, so a star means the same in every fig
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +77,20 @@ def save_figure(fig: Figure, out_stem: Path) -> list[Path]:
             paths.append(path)
     fig.clear()
     return paths
+
+
+def judge_gate_note(fig: Figure, gate: str | None) -> None:
+    """Write the judge gate's verdict ``gate`` (:func:`mastif.analysis.inference.gate_verdict`'s
+    text) inside ``fig``, as a headline above everything else (gid ``judge_gate``), so a
+    figure of judge scores never travels without it; nothing for None (a figure of no judge
+    score). It sits above the figure's top edge, which the saved image's tight bounding box
+    takes in: no layout of the figure changes."""
+    if not gate:
+        return
+    width = max(60, int(fig.get_figwidth() * 15))
+    fig.text(0.5, 1.0, textwrap.fill(f"Judge gate: {gate}", width), ha="center", va="bottom",
+             fontsize=9, color="0.2" if gate.startswith("judge validated") else "darkred",
+             gid="judge_gate")  # fmt: skip
 
 
 def _no_data(ax: Axes, message: str = "no data") -> None:
@@ -202,6 +217,7 @@ def plot_violins(
     alpha: float = ALPHA,
     *,
     min_n: int,
+    judge_gate: str | None = None,
 ) -> list[Path]:
     """One panel per factor: the per-run distribution of ``metric`` by level, with post-hoc
     significance brackets (p_adj < ``alpha``) — the layout of the paper's Figures 2–4, 6, 7.
@@ -209,7 +225,9 @@ def plot_violins(
 
     Runs that repeat a task are not independent: with fewer than ``min_n`` independent
     tasks in ``run_metrics`` (:func:`mastif.analysis.inference.independent_tasks`) no bracket or
-    star is drawn and the subtitle says why (:func:`mastif.analysis.inference.small_sample_reason`)."""
+    star is drawn and the subtitle says why (:func:`mastif.analysis.inference.small_sample_reason`).
+    ``judge_gate``: the gate's verdict, written inside a figure of a judge score
+    (:func:`judge_gate_note`)."""
     info = METRICS.get(metric, MetricInfo(metric, metric))
     reason = small_sample_reason(independent_tasks(run_metrics), min_n)
     fig = Figure(figsize=(4.2 * len(factors), 4.6), layout="constrained")
@@ -239,6 +257,7 @@ def plot_violins(
         f"{marks}points where a level has < {MIN_VIOLIN_N} runs",
         fontsize=11,
     )
+    judge_gate_note(fig, judge_gate)
     return save_figure(fig, out_stem)
 
 
@@ -349,7 +368,7 @@ def _pareto_legend(ax: Axes) -> None:
     )
 
 
-def plot_pareto(stacks: pl.DataFrame, out_stem: Path) -> list[Path]:
+def plot_pareto(stacks: pl.DataFrame, out_stem: Path, judge_gate: str | None = None) -> list[Path]:
     """Efficiency profile E = (TCR, CT, V) of Eq. 4: each stack at (CT_mean, V_mean) of its
     completed runs, coloured by TCR_mean; Pareto-optimal stacks are starred, numbered, and
     named in a key below.
@@ -361,7 +380,8 @@ def plot_pareto(stacks: pl.DataFrame, out_stem: Path) -> list[Path]:
     stack with timed-out or errored runs is drawn as a red-edged diamond labelled with its
     failure share: it is never on the front (``metrics.stack_metrics``), since its
     completed-run means leave out what went wrong. A stack without a completed run has no
-    CT/V point and is counted in the title.
+    CT/V point and is counted in the title. ``judge_gate``: the gate's verdict, written
+    inside the figure (:func:`judge_gate_note`): TCR colours it and ranks the front.
     """
     cmap = mpl.colormaps["viridis"]
     norm = Normalize(vmin=0.0, vmax=1.0)
@@ -410,6 +430,7 @@ def plot_pareto(stacks: pl.DataFrame, out_stem: Path) -> list[Path]:
     skipped = stacks.height - df.height
     note = f"\n({skipped} stack(s) without a completed run or known V not shown)" if skipped else ""
     ax.set_title(f"Efficiency profile E = (TCR, CT, V) of technology stacks{note}", fontsize=11)
+    judge_gate_note(fig, judge_gate)
     return save_figure(fig, out_stem)
 
 

@@ -30,7 +30,13 @@ from matplotlib.transforms import blended_transform_factory
 from mastif.analysis.bootstrap import EFFECT_METRICS
 from mastif.analysis.inference import MIN_TASKS_FOR_CI
 from mastif.core.factors import STACK_KEYS as STACK_COLUMNS
-from mastif.reporting.plots import _marker_key, _no_data, save_figure, stack_label
+from mastif.reporting.plots import (
+    _marker_key,
+    _no_data,
+    judge_gate_note,
+    save_figure,
+    stack_label,
+)
 
 #: x-axis label (with unit) and whether the metric is a 0–1 score or rate
 AXES: dict[str, tuple[str, bool]] = {
@@ -140,9 +146,16 @@ def _draw_panel(
     ax.grid(axis="x", alpha=0.3)
 
 
-def plot_effects(effects: pl.DataFrame, out_stem: Path, confidence: float = 0.95) -> list[Path]:
+def plot_effects(
+    effects: pl.DataFrame,
+    out_stem: Path,
+    confidence: float = 0.95,
+    judge_gate: str | None = None,
+) -> list[Path]:
     """Per-stack means of TCR, success, CT, V, TUSR and SVS with their ``confidence`` task
-    bootstrap intervals (one panel per metric), written as ``out_stem.{png,svg}``."""
+    bootstrap intervals (one panel per metric), written as ``out_stem.{png,svg}``;
+    ``judge_gate``: the gate's verdict, written inside the figure (its TCR panel is the
+    judge's; :func:`mastif.reporting.plots.judge_gate_note`)."""
     stacks = stack_order(effects)
     labels = [stack_label(*stack) for stack in stacks]
     ncols = 3
@@ -181,4 +194,5 @@ def plot_effects(effects: pl.DataFrame, out_stem: Path, confidence: float = 0.95
         )
     if keys:
         fig.legend(handles=keys, loc="outside lower center", ncols=2, fontsize=9, frameon=False)
+    judge_gate_note(fig, judge_gate)
     return save_figure(fig, out_stem)

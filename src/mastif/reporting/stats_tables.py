@@ -24,7 +24,7 @@ from typing import Any
 
 import polars as pl
 
-from mastif.analysis.inference import MIN_TASKS_FOR_CI, GateVerdict, gate_verdict
+from mastif.analysis.inference import JUDGE_SCORES, MIN_TASKS_FOR_CI, GateVerdict, gate_verdict
 from mastif.core.factors import STACK_KEYS
 
 #: metrics of the effects table, in the order of the paper's tables
@@ -80,8 +80,6 @@ def judge_validity_table(validity: pl.DataFrame) -> pl.DataFrame:
 #: the column of the judge gate's verdict in every judge-based table
 GATE_COLUMN = "judge_gate"
 
-#: the judge's scores: a table row of one of them carries the gate
-JUDGE_SCORES = ("TCR", "TU", "TA")
 _JUDGE_SCORE = re.compile(r"\b(?:" + "|".join(JUDGE_SCORES) + r")\b")
 
 #: the tables built on judge scores -> the column naming each row's metric (the gate on the
