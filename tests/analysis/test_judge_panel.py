@@ -17,6 +17,7 @@ import pytest
 import yaml
 from sklearn.metrics import cohen_kappa_score
 
+from mastif.analysis.inference import MIN_TASKS_FOR_CI
 from mastif.analysis.judge_panel import (
     JUDGE_PANEL_SCHEMA,
     NEEDS_JUDGES,
@@ -262,7 +263,11 @@ def test_agreement_across_judges_with_checks_and_across_repeats():
     b_verdicts = [s[2] >= 0.7 for s in other[:5]]
     assert b_acc["value"] == pytest.approx(0.8) and b_kappa["n_runs"] == 5
     assert b_kappa["value"] == pytest.approx(cohen_kappa_score(success[:5], b_verdicts))
-    assert a_kappa["ci_low"] is not None and a_kappa["criterion"] == "TCR"
+    # 6 tasks < MIN_TASKS_FOR_CI: the interval columns stay, null, and the note says why
+    assert a_kappa["criterion"] == "TCR"
+    for row in (a_acc, a_kappa, b_acc, b_kappa):
+        assert row["ci_low"] is None and row["ci_high"] is None
+        assert f"n_tasks = {row['n_runs']} < {MIN_TASKS_FOR_CI}" in row["note"]
     retest = out.filter(kind="test_retest").sort("judge_model", "criterion")
     a_rows = retest.filter(judge_model="a")
     assert a_rows["value"].to_list() == pytest.approx([1.0, 1.0, 1.0])  # identical repeats
@@ -274,6 +279,20 @@ def test_agreement_across_judges_with_checks_and_across_repeats():
                                   value_domain=[0.0, 0.3, 0.5, 0.7, 1.0])  # fmt: skip
     assert b_tcr["n_runs"] == 4 and b_tcr["value"] == pytest.approx(expected)
     assert b_tcr["value"] < 0.9  # a shuffled repeat disagrees
+
+
+def test_judge_vs_check_intervals_from_min_tasks_for_ci_on():
+    n = MIN_TASKS_FOR_CI
+    success = [i % 2 == 0 for i in range(n)]
+    scores = [(1.0, 1.0, 1.0 if ok != (i == 3) else 0.0) for i, ok in enumerate(success)]
+    judged = judged_table({"a": [scores]}, n)
+    out = judge_panel_agreement(judged, checked_runs(success), resamples=200)
+    for stat in ("kappa", "accuracy"):
+        row = out.filter(kind="judge_vs_check", statistic=stat).row(0, named=True)
+        assert row["ci_low"] is not None and row["ci_low"] <= row["value"] <= row["ci_high"]
+    short = judge_panel_agreement(judged_table({"a": [scores[:-1]]}, n - 1),
+                                  checked_runs(success[:-1]), resamples=200)  # fmt: skip
+    assert short.filter(kind="judge_vs_check")["ci_low"].is_null().all()
 
 
 def test_one_judge_one_repeat_says_what_is_needed():

@@ -91,11 +91,20 @@ def test_dotest_runs_the_whole_dag_and_the_report(pipeline_copy: Path) -> None:
             assert "uncaught exception" not in text and "Traceback" not in text, log
     assert (work / "results/report.html").stat().st_size > 10_000
     # the judge gate's verdict leads the report's front page, in bold: both runs failed their
-    # check and no TCR reached 0.7 (one class only), so the judge is NOT validated and its
-    # accuracy is not assessable, never a perfect 1.000
+    # check (one class: κ 0 or undefined by arithmetic) on 2 tasks (< judge.gate_min_tasks),
+    # so the judge is not assessable, never validated and never "κ 0.00 < 0.4"
     gate = pl.read_csv(work / "results/tables/judge_gate.csv").row(0, named=True)
-    assert gate["validated"] is False and gate["accuracy"] is None
-    assert "not assessable: one class only" in gate["verdict"]
+    assert gate["validated"] is False and gate["status"] == "not assessable"
+    assert gate["verdict"].startswith("judge not assessable: the checks have one class (all 2")
+    assert "2 checked tasks < judge.gate_min_tasks 15" in gate["verdict"]
+    # and inside every judge-based table (a column, a line) and figure
+    tcr = pl.read_csv(work / "results/tables/table2_task_completion.csv")
+    assert set(tcr["judge_gate"]) == {"not assessable: the checks have one class"}
+    md = (work / "results/tables/table8_ground_truth.md").read_text(encoding="utf-8")
+    assert md.startswith(f"**Judge gate: {gate['verdict']}.**")
+    for figure in ("violin_TCR", "pareto", "effects"):
+        assert 'id="judge_gate"' in (work / f"results/plots/{figure}.svg").read_text(), figure
+    assert 'id="judge_gate"' not in (work / "results/plots/violin_CT.svg").read_text()
     front, text = report_front_page((work / "results/report.html").read_text())
     bold = [
         " ".join(html.unescape(b).split())

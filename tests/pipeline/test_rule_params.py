@@ -63,7 +63,11 @@ READS: dict[str, set[str]] = {
     "judge.node_chars": {JUDGE},
     "judge.tool_chars": {JUDGE},
     "judge.answer_chars": {JUDGE},
+    # the judge gate: judge_validity.parquet records its verdict (and the thresholds), which
+    # every judge-based table and figure reads as an input
     "judge.min_kappa": {"bootstrap_effects"},
+    "judge.gate_min_tasks": {"bootstrap_effects"},
+    "judge.gate_min_per_class": {"bootstrap_effects"},
     "protocol_options": {EXEC},  # prompt_format
     "tasks.source": {"sample_tasks"},
     "tasks.path": {"sample_tasks"},

@@ -78,11 +78,11 @@ def test_joint_figure_draws_levels_intervals_and_the_gate(tmp_path: Path, monkey
     data = runs(20)
     joint = joint_tests(data, min_n=5)
     levels, _ = joint_contrasts(data, min_n=5)
-    plot_joint_effects(joint, levels, tmp_path / "x", footer="Judge gate: x")
+    plot_joint_effects(joint, levels, tmp_path / "x", judge_gate="x")
     fig = figures[0]
     gids = [a.get_gid() for ax in fig.axes for a in [*ax.lines, *ax.collections]]
     assert "level_means" in gids and "level_whiskers" in gids and "no_interval" not in gids
-    assert any(t.get_gid() == "footer" and t.get_text() == "Judge gate: x" for t in fig.texts)
+    assert any(t.get_gid() == "judge_gate" and t.get_text() == "Judge gate: x" for t in fig.texts)
     titles = [ax.get_title() for ax in fig.axes]
     assert any(t.startswith("framework: F(2, 18) = ") and "adj. p < 0.001" in t for t in titles)
     # below the interval floor: hollow markers, no whisker

@@ -277,3 +277,42 @@ def test_pareto_marks_stacks_with_identical_answers(
     assert "every stack (4): byte-identical final answers on every task" in _key_texts(fig)
     fig = _drawn_pareto(stacks, monkeypatch, n_tasks=n_tasks)
     assert not [t for t in fig.axes[0].texts if t.get_gid() == "identical_answers"]
+
+
+GATE = (
+    "judge not assessable: the checks have one class (all 24 failed), so κ is 0 or undefined "
+    "by arithmetic; TU, TA and TCR are the judge's unvalidated scores"
+)
+
+
+def _gate_drawn(stem: Path, width: int) -> None:
+    """The gate's verdict is inside the written image: the SVG holds its text (gid
+    judge_gate) and the PNG grew by its lines above the figure."""
+    assert 'id="judge_gate"' in stem.with_name(f"{stem.name}.svg").read_text()
+    assert mpimg.imread(stem.with_name(f"{stem.name}.png")).shape[0] > width
+
+
+def test_the_judge_gate_is_written_inside_the_judge_based_figures(
+    run_metrics: pl.DataFrame, posthoc: pl.DataFrame, stacks: pl.DataFrame, tmp_path: Path
+) -> None:
+    for name, draw in (
+        ("violin", lambda stem, gate: plots.plot_violins(
+            run_metrics, posthoc, "TCR", stem, min_n=2, judge_gate=gate)),
+        ("pareto", lambda stem, gate: plots.plot_pareto(
+            stacks, stem, n_tasks=10, min_n=5, judge_gate=gate)),
+    ):  # fmt: skip
+        bare, gated = tmp_path / f"{name}_bare", tmp_path / f"{name}_gate"
+        draw(bare, None)
+        draw(gated, GATE)
+        assert 'id="judge_gate"' not in bare.with_name(f"{bare.name}.svg").read_text()
+        _gate_drawn(gated, mpimg.imread(bare.with_name(f"{bare.name}.png")).shape[0])
+
+
+def test_judge_gate_note_wraps_the_verdict_on_the_figure() -> None:
+    fig = Figure(figsize=(6, 4))
+    plots.judge_gate_note(fig, GATE)
+    (text,) = [t for t in fig.texts if t.get_gid() == "judge_gate"]
+    assert text.get_text().replace("\n", " ") == f"Judge gate: {GATE}"
+    assert "\n" in text.get_text()  # wrapped to the figure's width
+    plots.judge_gate_note(fig, None)
+    assert len(fig.texts) == 1

@@ -198,3 +198,12 @@ def test_a_small_experiment_draws_no_whisker(monkeypatch: pytest.MonkeyPatch) ->
     assert all(_whiskers(ax) == 0 for ax in fig.axes)
     assert _hollow(_panel(fig, "TCR")) == len(STACKS)
     assert "CI" not in fig.get_suptitle() and "95" not in fig.get_suptitle()
+
+
+def test_the_judge_gate_is_written_inside_the_figure(
+    effects: pl.DataFrame, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = "judge NOT validated: pooled κ 0.12 < judge.min_kappa 0.4 (40 runs on 20 tasks)"
+    fig = _drawn(effects, monkeypatch, judge_gate=gate)
+    assert f"Judge gate: {gate}" in [t.replace("\n", " ") for t in _texts(fig)]
+    assert not any("Judge gate" in t for t in _texts(_drawn(effects, monkeypatch)))

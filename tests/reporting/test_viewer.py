@@ -80,13 +80,16 @@ def test_grid_index_keeps_unknowns_null_and_points_runs_at_stacks_and_tasks() ->
 
 
 def test_judge_gate_is_the_gates_verdict_or_not_validated() -> None:
+    # every check failed: κ 0 by arithmetic, the gate not assessable (never "κ 0.00 < 0.4")
     validity = pl.DataFrame(
-        {"scope": ["pooled"], "n": [4], "kappa": [None], "min_kappa": [0.4], "validated": [None]},
-        schema_overrides={"kappa": pl.Float64, "validated": pl.Boolean},
-    )
+        {"scope": ["pooled"], "n": [40], "n_tasks": [20], "n_check_success": [0],
+         "n_check_failure": [40], "n_judge_success": [5], "n_judge_failure": [35],
+         "kappa": [None], "min_kappa": [0.4]},
+        schema_overrides={"kappa": pl.Float64},
+    )  # fmt: skip
     gate = judge_gate(validity)
     assert gate == {"validated": False, "text": gate_verdict(validity).text}
-    assert "not assessable: one class only" in gate["text"]
+    assert gate["text"].startswith("judge not assessable: the checks have one class (all 40")
     assert judge_gate(None)["validated"] is False
     assert "no judge-validity result" in judge_gate(None)["text"]
 
@@ -195,7 +198,8 @@ def test_site_has_the_page_a_grid_and_one_small_file_per_run(site: Path, tree) -
     stale = site / "data/runs/0/99999.js"
     stale.write_text("stale")
     build_site(site, metrics_runs=tree.metrics_runs, tasks=tree.tasks, runs=tree.runs,
-               judged=tree.judged, values=tree.values)  # fmt: skip
+               judged=tree.judged, values=tree.values, title="synthetic",
+               judge_validity=tree.judge_validity)  # fmt: skip
     assert not stale.exists()
 
 
@@ -375,7 +379,8 @@ def test_the_judge_gates_verdict_is_on_the_grid_and_every_run_page(
 ) -> None:
     _, grid = read_jsonp(site / "data/grid.js")
     text = grid["judge_gate"]["text"]
-    assert text.startswith("judge NOT validated")  # κ near 0: scores drawn apart from checks
+    # 5 checked tasks, below judge.gate_min_tasks: not assessable, whatever κ
+    assert text.startswith("judge not assessable: 5 checked tasks < judge.gate_min_tasks")
     open_grid(page, site)
     banner = page.locator("#gate")
     assert banner.is_visible() and banner.inner_text() == text
@@ -391,4 +396,4 @@ def test_the_judge_gates_verdict_is_on_the_grid_and_every_run_page(
     build_site(bare, metrics_runs=tree.metrics_runs, tasks=tree.tasks, runs=tree.runs,
                judged=tree.judged, values=tree.values)  # fmt: skip
     open_grid(page, bare)
-    assert "judge NOT validated: no judge-validity result" in page.locator("#gate").inner_text()
+    assert "judge not assessable: no judge-validity result" in page.locator("#gate").inner_text()

@@ -203,7 +203,8 @@ def write_synthetic_results(
     metrics_path = results / "metrics" / "runs.parquet"
     metrics_path.parent.mkdir(parents=True, exist_ok=True)
     metrics.write_parquet(metrics_path)
-    # the judge's scores are drawn apart from the checks: κ near 0, the gate not validated
+    # the judge's scores are drawn apart from the checks (κ near 0); 6 tasks: the gate not
+    # assessable (judge.gate_min_tasks)
     validity_path = results / "stats" / "judge_validity.parquet"
     validity_path.parent.mkdir(parents=True, exist_ok=True)
     judge_validity(metrics, resamples=100).write_parquet(validity_path)

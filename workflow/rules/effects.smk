@@ -11,8 +11,11 @@ rule bootstrap_effects:
         bootstrap_resamples=config["stats"]["bootstrap_resamples"],
         confidence=config["stats"]["confidence"],
         seed=config["stats"]["seed"],
+        # the judge gate (mastif.analysis.inference.assess_gate): its threshold and floors
         min_kappa=config["judge"]["min_kappa"],
         # below min_n independent tasks no Pareto share (a front of so few tasks is no finding)
         min_n=config["stats"]["min_n"],
+        gate_min_tasks=config["judge"]["gate_min_tasks"],
+        gate_min_per_class=config["judge"]["gate_min_per_class"],
     script:
         "../scripts/bootstrap_effects.py"

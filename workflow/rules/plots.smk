@@ -2,6 +2,8 @@ rule plot_violins:
     input:
         runs=results.metrics("runs"),
         posthoc=results.stats("posthoc"),
+        # the judge gate's verdict, written inside the figure of a judge score
+        judge_validity=results.stats("judge_validity"),
     output:
         png=report(
             results.plot("violin_{metric}", "png"),
@@ -30,6 +32,7 @@ rule plot_pareto:
         stacks=results.metrics("stacks"),
         # the tasks counted: below stats.min_n of them no stack is starred Pareto-optimal
         runs=results.metrics("runs"),
+        judge_validity=results.stats("judge_validity"),
     output:
         png=report(
             results.plot("pareto", "png"),
@@ -51,6 +54,7 @@ rule plot_pareto:
 rule plot_effects:
     input:
         effects=results.stats("effects"),
+        judge_validity=results.stats("judge_validity"),
     output:
         png=report(
             results.plot("effects", "png"),

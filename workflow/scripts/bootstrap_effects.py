@@ -21,6 +21,10 @@ bootstrap_effects(runs, **resampling, min_n=snakemake.params.min_n).write_parque
     snakemake.output.effects
 )
 repeat_reliability(runs).write_parquet(snakemake.output.repeats)
-judge_validity(runs, min_kappa=snakemake.params.min_kappa, **resampling).write_parquet(
-    snakemake.output.judge_validity
-)
+judge_validity(
+    runs,
+    min_kappa=snakemake.params.min_kappa,
+    gate_min_tasks=snakemake.params.gate_min_tasks,
+    gate_min_per_class=snakemake.params.gate_min_per_class,
+    **resampling,
+).write_parquet(snakemake.output.judge_validity)

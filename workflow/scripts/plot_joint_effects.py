@@ -17,6 +17,5 @@ plot_joint_effects(
     pl.read_parquet(snakemake.input.levels),
     Path(snakemake.output.png).with_suffix(""),
     alpha=snakemake.params.alpha,
-    footer="Judge gate (TCR, TU, TA): "
-    + gate_verdict(pl.read_parquet(snakemake.input.judge_validity)).text,
+    judge_gate=gate_verdict(pl.read_parquet(snakemake.input.judge_validity)).text,
 )

@@ -20,10 +20,9 @@ from mastif.reporting.report import (
 from mastif.reporting.report_inference import inference_notes, mixed_joint_table
 from mastif.reporting.stats_tables import (
     effects_table,
-    judge_gate,
     judge_validity_table,
     repeats_table,
-    with_judge_gate,
+    with_judge_gates,
 )
 
 # the independent unit: tasks, not runs (below stats.min_n of them no p-value, star or best)
@@ -48,18 +47,18 @@ tables |= paper_tables(
 tables["versions"] = versions_table(run_versions(snakemake.input.runs))
 tables["power"] = power_table(n_tasks, alpha=snakemake.params.alpha)
 validity = pl.read_parquet(snakemake.input.judge_validity)
-tables["table2_task_completion"] = with_judge_gate(tables["table2_task_completion"], validity)
 tables["effects"] = effects_table(pl.read_parquet(snakemake.input.effects))
 tables["repeats"] = repeats_table(pl.read_parquet(snakemake.input.repeats))
 tables["judge_validity"] = judge_validity_table(validity)
 tables["judge_panel"] = pl.read_parquet(snakemake.input.judge_panel)
-_, warning = judge_gate(validity)
+# the judge gate's verdict on every table built on judge scores: a judge_gate column, a line
+tables, gate_lines = with_judge_gates(tables, validity)
 # the lines in bold above a caption: too few tasks for a p-value or an interval, the gate
 warnings: dict[str, list[str]] = {
     name: [note] for name, note in inference_notes(n_tasks, min_n).items()
 }
-if warning:
-    warnings.setdefault("table2_task_completion", []).append(warning)
+for name, line in gate_lines.items():
+    warnings.setdefault(name, []).insert(0, line)
 write_tables(
     tables,
     Path(snakemake.output.markdown[0]).parent,

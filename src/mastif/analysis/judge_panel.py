@@ -16,7 +16,9 @@ With ``judge.models`` every judge of the panel scores every run, ``judge.repeats
   programmatic checks (``success``), its verdict being its repeat-0 TCR >= 0.7 as in
   ``judge_success``: the pooled row of :func:`mastif.analysis.judge_validity.judge_validity` (point
   estimates by :func:`mastif.evaluation.agreement.judge_agreement`, percentile intervals over task
-  resamples). The panel median's own agreement is ``judge_validity.parquet``'s.
+  resamples from :data:`mastif.analysis.inference.MIN_TASKS_FOR_CI` checked tasks on: below it
+  ``ci_low``/``ci_high`` are null and the note says why). The panel median's own agreement is
+  ``judge_validity.parquet``'s.
 * ``test_retest`` (per judge and criterion): Krippendorff's alpha (ordinal) across that
   judge's repeats of the same runs; coders are the repeats.
 
@@ -161,10 +163,10 @@ def judge_panel_agreement(
         mine = runs.drop("judge_success", strict=False).join(verdicts, on="run_id", how="left")
         validity = judge_validity(mine, resamples=resamples, confidence=confidence, seed=seed)
         pooled = validity.row(0, named=True)
-        # judge_validity's notes, without its gate's verdict (judge.min_kappa is not read
-        # here); the accuracy row without those about kappa alone
+        # judge_validity's notes (its gate's verdict, in its own columns, is not the
+        # panel's: judge.min_kappa and the floors are not read here); the accuracy row
+        # without those about kappa alone
         parts = [p for p in (pooled["note"] or "").split("; ") if p]
-        parts = [p for p in parts if not p.startswith("not validated")]
         for stat in ("kappa", "accuracy"):
             mine_parts = parts if stat == "kappa" else [p for p in parts if "kappa" not in p]
             add(JUDGE_VS_CHECK, "TCR", judge, stat, n_runs=pooled["n"], value=pooled[stat],

@@ -111,6 +111,9 @@ class JudgeSpec(_Frozen):
     tool_chars: int
     answer_chars: int
     min_kappa: float
+    #: the judge gate's floors: checked tasks, and runs in each class of the check
+    gate_min_tasks: int
+    gate_min_per_class: int
     #: the judge panel (None: judge.model alone)
     models: tuple[str, ...] | None
     #: how many times each judge scores each run

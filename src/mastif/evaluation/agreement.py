@@ -5,7 +5,10 @@ intervals, in :mod:`mastif.analysis.judge_validity`.
 
 One class only — check and judge gave the same label to every run (all checks failed and no
 TCR reached 0.7, say) — is not assessable: κ is undefined and the accuracy, 1 by
-construction, is null too, never a perfect score (:data:`ONE_CLASS_ONLY`).
+construction, is null too, never a perfect score (:data:`ONE_CLASS_ONLY`). When the checks
+alone, or the judge's verdicts alone, have one class, κ is 0 by arithmetic whatever the
+other rater does (the agreement expected by chance equals the observed one), so it is null
+too; the accuracy, the share of runs where they agree, stays.
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ def judge_agreement(
     are None when no run has both, and both are None when only one class occurs — both
     raters gave one and the same label to every run (all checks failed and no TCR reached
     0.7, say): κ is undefined (chance agreement 1) and the accuracy, 1 by construction, is
-    :data:`ONE_CLASS_ONLY`, not a perfect score.
+    :data:`ONE_CLASS_ONLY`, not a perfect score. κ alone is None when one rater has one
+    class and the other two: it is 0 by arithmetic then, not a measure of agreement.
     """
     pairs = [(c, j) for c, j in zip(check, judge, strict=True) if c is not None and j is not None]
     if not pairs:
@@ -53,6 +57,8 @@ def judge_agreement(
     if len(set(truth) | set(verdict)) < 2:
         return len(pairs), None, None  # one class only: p_e = 1, κ undefined
     accuracy = sum(t == v for t, v in zip(truth, verdict, strict=True)) / len(pairs)
+    if len(set(truth)) < 2 or len(set(verdict)) < 2:
+        return len(pairs), accuracy, None  # one rater one class: κ = 0 by arithmetic
     from sklearn.metrics import cohen_kappa_score
 
     return len(pairs), accuracy, float(cohen_kappa_score(truth, verdict))

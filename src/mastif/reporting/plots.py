@@ -30,6 +30,7 @@ from matplotlib.ticker import MaxNLocator
 
 from mastif.analysis.inference import independent_tasks, small_sample_reason
 from mastif.analysis.stats import metric_runs, significance_stars
+from mastif.core import metric_registry as registry
 from mastif.core.factors import FACTORS
 
 #: the default significance level; the figures take the config's ``stats.alpha``
@@ -49,14 +50,10 @@ class MetricInfo:
     bounded: bool = False  # a 0–1 score: no axis ticks beyond [0, 1] (brackets sit above)
 
 
+#: the per-run metrics' words, from the metric registry (mastif.core.metric_registry)
 METRICS: dict[str, MetricInfo] = {
-    "TCR": MetricInfo("Task completion scores", "TCR (score, 0–1)", bounded=True),
-    "TU": MetricInfo("Task understanding scores", "TU (score, 0–1)", bounded=True),
-    "TA": MetricInfo("Task adherence scores", "TA (score, 0–1)", bounded=True),
-    "CT": MetricInfo("Convergence time in seconds", "CT (seconds)"),
-    "V": MetricInfo("Verbosity in tokens", "V (tokens)"),
-    "TUSR": MetricInfo("Tool use success rate", "TUSR (rate, 0–1)", bounded=True),
-    "IVS": MetricInfo("Social value score (IVS)", "IVS (score, 0–1)", bounded=True),
+    m: MetricInfo(registry.metric(m).title, registry.metric(m).axis, registry.metric(m).bounded)
+    for m in registry.PER_RUN
 }
 
 
@@ -77,6 +74,20 @@ def save_figure(fig: Figure, out_stem: Path) -> list[Path]:
             paths.append(path)
     fig.clear()
     return paths
+
+
+def judge_gate_note(fig: Figure, gate: str | None) -> None:
+    """Write the judge gate's verdict ``gate`` (:func:`mastif.analysis.inference.gate_verdict`'s
+    text) inside ``fig``, as a headline above everything else (gid ``judge_gate``), so a
+    figure of judge scores never travels without it; nothing for None (a figure of no judge
+    score). It sits above the figure's top edge, which the saved image's tight bounding box
+    takes in: no layout of the figure changes."""
+    if not gate:
+        return
+    width = max(60, int(fig.get_figwidth() * 15))
+    fig.text(0.5, 1.0, textwrap.fill(f"Judge gate: {gate}", width), ha="center", va="bottom",
+             fontsize=9, color="0.2" if gate.startswith("judge validated") else "darkred",
+             gid="judge_gate")  # fmt: skip
 
 
 def _no_data(ax: Axes, message: str = "no data") -> None:
@@ -203,6 +214,7 @@ def plot_violins(
     alpha: float = ALPHA,
     *,
     min_n: int,
+    judge_gate: str | None = None,
 ) -> list[Path]:
     """One panel per factor: the per-run distribution of ``metric`` by level, with post-hoc
     significance brackets (p_adj < ``alpha``) — the layout of the paper's Figures 2–4, 6, 7.
@@ -210,7 +222,9 @@ def plot_violins(
 
     Runs that repeat a task are not independent: with fewer than ``min_n`` independent
     tasks in ``run_metrics`` (:func:`mastif.analysis.inference.independent_tasks`) no bracket or
-    star is drawn and the subtitle says why (:func:`mastif.analysis.inference.small_sample_reason`)."""
+    star is drawn and the subtitle says why (:func:`mastif.analysis.inference.small_sample_reason`).
+    ``judge_gate``: the gate's verdict, written inside a figure of a judge score
+    (:func:`judge_gate_note`)."""
     info = METRICS.get(metric, MetricInfo(metric, metric))
     reason = small_sample_reason(independent_tasks(run_metrics), min_n)
     fig = Figure(figsize=(4.2 * len(factors), 4.6), layout="constrained")
@@ -240,6 +254,7 @@ def plot_violins(
         f"{marks}points where a level has < {MIN_VIOLIN_N} runs",
         fontsize=11,
     )
+    judge_gate_note(fig, judge_gate)
     return save_figure(fig, out_stem)
 
 
@@ -457,7 +472,14 @@ def _pareto_key(
     )
 
 
-def plot_pareto(stacks: pl.DataFrame, out_stem: Path, *, n_tasks: int, min_n: int) -> list[Path]:
+def plot_pareto(
+    stacks: pl.DataFrame,
+    out_stem: Path,
+    *,
+    n_tasks: int,
+    min_n: int,
+    judge_gate: str | None = None,
+) -> list[Path]:
     """Efficiency profile E = (TCR, CT, V) of Eq. 4: each stack at (CT_mean, V_mean) of its
     completed runs, coloured by TCR_mean; Pareto-optimal stacks are starred, numbered, and
     named in a key below.
@@ -479,7 +501,8 @@ def plot_pareto(stacks: pl.DataFrame, out_stem: Path, *, n_tasks: int, min_n: in
     :mod:`mastif.evaluation.answers`) are marked "≡k" and the key names each group (up to
     :data:`MAX_NAMED_IDENTICAL` stacks, else counts them; no marks when every stack is in
     one group, which the key says): their differences in TCR come from the judge, not from
-    their answers.
+    their answers. ``judge_gate``: the gate's verdict, written inside the figure
+    (:func:`judge_gate_note`): TCR colours it and ranks the front.
     """
     reason = small_sample_reason(n_tasks, min_n)
     starred = reason is None
@@ -529,6 +552,7 @@ def plot_pareto(stacks: pl.DataFrame, out_stem: Path, *, n_tasks: int, min_n: in
     if reason is not None:
         note += "\n" + _wrap_reason(_no_front_reason(n_tasks, min_n))
     ax.set_title(f"Efficiency profile E = (TCR, CT, V) of technology stacks{note}", fontsize=11)
+    judge_gate_note(fig, judge_gate)
     return save_figure(fig, out_stem)
 
 

@@ -31,17 +31,19 @@ from matplotlib.transforms import blended_transform_factory
 
 from mastif.analysis.bootstrap import EFFECT_METRICS
 from mastif.analysis.inference import MIN_TASKS_FOR_CI
+from mastif.core import metric_registry as registry
 from mastif.core.factors import STACK_KEYS as STACK_COLUMNS
-from mastif.reporting.plots import _marker_key, _no_data, save_figure, stack_label
+from mastif.reporting.plots import (
+    _marker_key,
+    _no_data,
+    judge_gate_note,
+    save_figure,
+    stack_label,
+)
 
-#: x-axis label (with unit) and whether the metric is a 0–1 score or rate
+#: x-axis label (with unit) and whether the metric is a 0–1 score or rate, from the registry
 AXES: dict[str, tuple[str, bool]] = {
-    "TCR": ("TCR, judge's completion score (0–1)", True),
-    "success": ("success, share of checks passed (rate, 0–1)", True),
-    "CT": ("CT, completed runs (seconds)", False),
-    "V": ("V, completed runs (tokens)", False),
-    "TUSR": ("TUSR, tool-use success (rate, 0–1)", True),
-    "SVS": ("SVS, social value score (0–1)", True),
+    m: (registry.metric(m).axis, registry.metric(m).bounded) for m in EFFECT_METRICS
 }
 
 NO_INTERVAL = (
@@ -142,9 +144,16 @@ def _draw_panel(
     ax.grid(axis="x", alpha=0.3)
 
 
-def plot_effects(effects: pl.DataFrame, out_stem: Path, confidence: float = 0.95) -> list[Path]:
+def plot_effects(
+    effects: pl.DataFrame,
+    out_stem: Path,
+    confidence: float = 0.95,
+    judge_gate: str | None = None,
+) -> list[Path]:
     """Per-stack means of TCR, success, CT, V, TUSR and SVS with their ``confidence`` task
-    bootstrap intervals (one panel per metric), written as ``out_stem.{png,svg}``."""
+    bootstrap intervals (one panel per metric), written as ``out_stem.{png,svg}``;
+    ``judge_gate``: the gate's verdict, written inside the figure (its TCR panel is the
+    judge's; :func:`mastif.reporting.plots.judge_gate_note`)."""
     stacks = stack_order(effects)
     labels = [stack_label(*stack) for stack in stacks]
     ncols = 3
@@ -183,4 +192,5 @@ def plot_effects(effects: pl.DataFrame, out_stem: Path, confidence: float = 0.95
         )
     if keys:
         fig.legend(handles=keys, loc="outside lower center", ncols=2, fontsize=9, frameon=False)
+    judge_gate_note(fig, judge_gate)
     return save_figure(fig, out_stem)

@@ -8,8 +8,9 @@ geometric means), a whisker for its t interval over the tasks where the level ha
 :data:`mastif.analysis.inference.MIN_TASKS_FOR_CI` tasks on, hollow marker otherwise), and
 the factor's joint test in its title: F(df, n - df), the family-adjusted p marked (n.s.) when
 not below ``alpha``, and the effect size D (the Mahalanobis length of the mean contrast;
-Cohen's d_z for two levels), or why there is no test. A ``footer`` (the judge gate's verdict
-for a report whose figure shows judge scores) is written under the panels.
+Cohen's d_z for two levels), or why there is no test. The judge gate's verdict stands inside
+the figure (:func:`mastif.reporting.plots.judge_gate_note`): its TCR, TU and TA rows are the
+judge's scores.
 
 Figures are bare :class:`matplotlib.figure.Figure` objects written by
 :func:`mastif.reporting.plots.save_figure`. Artists carry gids for tests: ``level_means``
@@ -28,7 +29,7 @@ from matplotlib.figure import Figure
 from mastif.analysis.mixed_joint import JOINT_KINDS
 from mastif.core import metric_registry as registry
 from mastif.core.factors import FACTORS
-from mastif.reporting.plots import _no_data, save_figure
+from mastif.reporting.plots import _no_data, judge_gate_note, save_figure
 
 ALPHA = 0.05
 
@@ -88,7 +89,7 @@ def plot_joint_effects(
     out_stem: Path,
     *,
     alpha: float = ALPHA,
-    footer: str | None = None,
+    judge_gate: str | None = None,
 ) -> list[Path]:
     """``out_stem``.png/.svg: metrics (with level means) × factors (those with levels)."""
     metrics = [m for m in JOINT_KINDS if m in set(levels["metric"].to_list())]
@@ -120,6 +121,5 @@ def plot_joint_effects(
         f"({n_tasks or 0} tasks); panel titles: the factor's joint test",
         fontsize=10,
     )
-    if footer:
-        fig.supxlabel(footer, fontsize=7, wrap=True).set_gid("footer")
+    judge_gate_note(fig, judge_gate)
     return save_figure(fig, out_stem)

@@ -140,7 +140,8 @@ CAPTIONS: dict[str, str] = {
         "Table 8. Ground truth beside the judge: runs whose task has a programmatic check "
         "(n checked), the share of them the check passed (success rate), and the judge's "
         "agreement with the check when the judge's verdict is TCR >= 0.7: accuracy and "
-        f"Cohen's κ ({DASH} when undefined: no checked run, or one label throughout). "
+        f"Cohen's κ ({DASH} when undefined: no checked run, or the checks or the judge's "
+        "verdicts of one class, where κ is 0 by arithmetic whatever the judge does). "
         "mastif's addition, not in the seed paper."
     ),
     "versions": (
@@ -159,8 +160,13 @@ CAPTIONS: dict[str, str] = {
     ),
     "judge_validity": (
         "The judge against the tasks' programmatic checks, pooled over every checked run and "
-        "per stack: accuracy and Cohen's κ with bootstrap CIs over tasks and their n; "
-        "validated = pooled κ ≥ judge.min_kappa. mastif's, not in the paper."
+        "per stack: accuracy and Cohen's κ with bootstrap CIs over tasks (from 15 checked "
+        "tasks on, mastif.analysis.inference.MIN_TASKS_FOR_CI; none below) and their n; gate "
+        "= the judge gate's verdict on the row (mastif.analysis.inference.assess_gate): "
+        "validated when κ ≥ judge.min_kappa with at least judge.gate_min_tasks checked tasks "
+        "and judge.gate_min_per_class runs whose check succeeded and as many whose check "
+        "failed; not assessable below them or when the checks or the judge's verdicts have "
+        "one class. The pooled row's is the experiment's gate. mastif's, not in the paper."
     ),
     "judge_panel": (
         "The judge panel (judge.models, judge.repeats): Krippendorff's α (ordinal) across "

@@ -11,17 +11,20 @@ From ``results/stats/{effects,repeats,judge_validity}.parquet``:
 * ``judge_validity``: the judge against the tasks' checks, pooled and per stack, with CIs
   (:mod:`mastif.analysis.judge_validity`);
 
-and the validity gate: when the pooled κ is below ``judge.min_kappa`` or unknown, Table 2
-carries a column and a caption saying that the judge's scores are not validated.
+and the judge gate on every table built on judge scores (:data:`JUDGE_TABLES`): the verdict of
+:func:`mastif.analysis.inference.gate_verdict` (the one definition) as a ``judge_gate``
+column (its :attr:`~mastif.analysis.inference.GateVerdict.label`) on the rows of a judge score,
+and its sentence in bold above the Markdown caption (:func:`with_judge_gates`).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import polars as pl
 
-from mastif.analysis.inference import MIN_TASKS_FOR_CI
+from mastif.analysis.inference import JUDGE_SCORES, MIN_TASKS_FOR_CI, GateVerdict, gate_verdict
 from mastif.core import metric_registry as registry
 from mastif.core.factors import STACK_KEYS
 
@@ -75,32 +78,53 @@ def judge_validity_table(validity: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def judge_gate(validity: pl.DataFrame) -> tuple[str, str | None]:
-    """(short status, warning or None) of the pooled judge-vs-check agreement.
+#: the column of the judge gate's verdict in every judge-based table
+GATE_COLUMN = "judge_gate"
 
-    Validated only when the pooled κ is known and at least ``min_kappa``; an unknown κ (no
-    checked runs, one label throughout, too few tasks) is not validated.
-    """
-    pooled = validity.filter(pl.col("scope") == "pooled")
-    if pooled.height == 0:
-        return "unknown", "the judge's agreement with the tasks' checks was not computed"
-    row = pooled.row(0, named=True)
-    kappa, floor, n = row["kappa"], row["min_kappa"], row["n"]
-    if row["validated"] is True:
-        return f"yes: pooled κ {kappa:.2f} ≥ {floor:g} (n = {n})", None
-    if kappa is None:
-        status = f"no: pooled κ unknown (n = {n}{'; ' + row['note'] if row['note'] else ''})"
-    else:
-        status = f"no: pooled κ {kappa:.2f} < {floor:g} (n = {n})"
-    warning = (
-        "WARNING: the judge's scores (TU, TA, TCR) are not validated for this experiment — "
-        f"{status.removeprefix('no: ')}: its agreement with the tasks' programmatic checks "
-        f"is below judge.min_kappa or unknown (results/stats/judge_validity.parquet)."
-    )
-    return status, warning
+_JUDGE_SCORE = re.compile(r"\b(?:" + "|".join(JUDGE_SCORES) + r")\b")
+
+#: the tables built on judge scores -> the column naming each row's metric (the gate on the
+#: rows of a judge score only), or None (every row: the table rests on them throughout)
+JUDGE_TABLES: dict[str, str | None] = {
+    "table2_task_completion": None,  # TU, TA, TCR
+    "table3_efficiency": None,  # Pareto-optimal: E = (TCR, CT, V)
+    "table6_best_stacks": "Metric",  # its TCR row, "Task completion (TCR)"
+    "table8_ground_truth": None,  # the judge's agreement with the checks
+    "mixed_joint": "metric",
+    "kruskal_summary": "metric",
+    "effects": None,  # TCR and the Pareto share, which ranks by TCR
+}
 
 
-def with_judge_gate(table2: pl.DataFrame, validity: pl.DataFrame) -> pl.DataFrame:
-    """Table 2 with a ``judge_validated`` column (the pooled gate's status on every row)."""
-    status, _ = judge_gate(validity)
-    return table2.with_columns(pl.lit(status).alias("judge_validated"))
+def with_gate(
+    table: pl.DataFrame, verdict: GateVerdict, metric_column: str | None = None
+) -> pl.DataFrame:
+    """``table`` with a :data:`GATE_COLUMN` column: ``verdict.label`` on every row, or, with
+    ``metric_column``, on the rows whose metric names a judge score (TCR, TU, TA; e.g.
+    "TCR" or "Task completion (TCR)") and null on the others."""
+    gate = pl.lit(verdict.label, dtype=pl.String)
+    if metric_column is not None and metric_column in table.columns:
+        judged = pl.col(metric_column).cast(pl.String).str.contains(_JUDGE_SCORE.pattern)
+        gate = pl.when(judged.fill_null(False)).then(gate).otherwise(None)
+    return table.with_columns(gate.alias(GATE_COLUMN))
+
+
+def gate_line(verdict: GateVerdict) -> str:
+    """The line in bold above a judge-based table's Markdown caption."""
+    return f"Judge gate: {verdict.text}."
+
+
+def with_judge_gates(
+    tables: dict[str, pl.DataFrame], validity: pl.DataFrame | None
+) -> tuple[dict[str, pl.DataFrame], dict[str, str]]:
+    """Every table of :data:`JUDGE_TABLES` in ``tables`` with its :data:`GATE_COLUMN`
+    (:func:`with_gate`), and the gate's line per such table (:func:`gate_line`), from the
+    gate's verdict on ``validity`` (``results/stats/judge_validity.parquet``)."""
+    verdict = gate_verdict(validity)
+    out = dict(tables)
+    lines = {}
+    for name, metric_column in JUDGE_TABLES.items():
+        if name in out:
+            out[name] = with_gate(out[name], verdict, metric_column)
+            lines[name] = gate_line(verdict)
+    return out, lines

@@ -143,11 +143,12 @@ def grid_index(
 
 
 def judge_gate(validity: pl.DataFrame | None) -> dict[str, Any]:
-    """The judge gate's verdict (:func:`mastif.analysis.inference.gate_verdict`) for the page's
-    banner: ``{"validated": bool, "text": str}``; not validated without a validity table."""
+    """The judge gate's verdict (:func:`mastif.analysis.inference.gate_verdict`, the one
+    definition) for the page's banner: ``{"validated": bool, "text": str}``; "not
+    assessable" (never validated) without a validity table."""
     from mastif.analysis.inference import gate_verdict
 
-    verdict = gate_verdict(validity if validity is not None else pl.DataFrame())
+    verdict = gate_verdict(validity)
     return {"validated": verdict.validated, "text": verdict.text}
 
 

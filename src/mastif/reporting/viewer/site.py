@@ -91,7 +91,7 @@ def build_site(
     one stack's traces. Data files from an earlier build are removed first.
     ``judge_validity`` (results/stats/judge_validity.parquet) gives the judge gate's verdict
     the page shows above the grid and every run (``grid["judge_gate"]``); without it the
-    verdict is "not validated: no judge-validity result".
+    verdict is "not assessable: no judge-validity result" (never validated).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -92,7 +92,7 @@ function route() {
 function showGate(gate) {
   const el = document.getElementById("gate");
   const known = gate && typeof gate.text === "string";
-  el.textContent = known ? gate.text : "judge NOT validated: no judge-validity result in this viewer";
+  el.textContent = known ? gate.text : "judge not assessable: no judge-validity result in this viewer";
   el.className = "gate " + (known && gate.validated === true ? "gate-ok" : "gate-warn");
   el.dataset.validated = known && gate.validated === true ? "1" : "0";
   el.hidden = false;
