@@ -41,6 +41,15 @@ def _list_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _why(row: dict, small_sample: str | None) -> str:
+    """Why a joint test has no p: the small sample for a term's row, else the row's note."""
+    if row["p_value"] is not None:
+        return ""
+    if small_sample is not None and row["term"] is not None:
+        return small_sample
+    return (row["note"] or "").split(";")[0]
+
+
 def joint_rows(joint: pl.DataFrame, alpha: float, small_sample: str | None) -> list[list[str]]:
     """metric, term, F(df1, df2), p, adjusted p, D, why no test — one row per joint test;
     ``small_sample`` is the why of every row when the experiment has too few tasks."""
@@ -61,7 +70,7 @@ def joint_rows(joint: pl.DataFrame, alpha: float, small_sample: str | None) -> l
                 fmt_p(r["p_value"]),
                 fmt_p_adjusted(r["p_adjusted"], alpha),
                 fmt_num(r["effect"], 2),
-                "" if r["p_value"] is not None else small_sample or note.split(";")[0],
+                _why(r, small_sample),
             ]
         )
     return rows

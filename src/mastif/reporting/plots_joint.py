@@ -25,6 +25,7 @@ from pathlib import Path
 import polars as pl
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from mastif.analysis.mixed_joint import JOINT_KINDS
 from mastif.core import metric_registry as registry
@@ -81,6 +82,8 @@ def _panel(ax: Axes, levels: pl.DataFrame, log: bool) -> None:
     known = [m for m in levels["mean"].to_list() if m is not None]
     if log and known and min(known) > 0 and max(known) > min(known):
         ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
 
 
 def plot_joint_effects(
@@ -92,7 +95,10 @@ def plot_joint_effects(
     judge_gate: str | None = None,
 ) -> list[Path]:
     """``out_stem``.png/.svg: metrics (with level means) × factors (those with levels)."""
-    metrics = [m for m in JOINT_KINDS if m in set(levels["metric"].to_list())]
+    # the joint tests' table order: the checks' success first, then the paper's metrics
+    order = ("success", *registry.PER_RUN, *JOINT_KINDS)
+    present = set(levels["metric"].to_list())
+    metrics = [m for m in dict.fromkeys(order) if m in present]
     factors = [f for f in FACTORS if f in set(levels["factor"].to_list())]
     n_rows, n_cols = max(len(metrics), 1), max(len(factors), 1)
     fig = Figure(figsize=(3.6 * n_cols, 2.3 * n_rows + 0.9), layout="constrained")
