@@ -349,3 +349,26 @@ def test_repeats_are_not_independent_tasks() -> None:
     )["tests"]
     assert big["p_value"].null_count() == 0 and (big["p_adjusted"] < 0.05).all()
     assert set(big["n_tasks"]) == {30} and big["note"].null_count() == big.height
+
+
+def test_fast_sign_flip_wilcoxon_equals_scipys() -> None:
+    # ties and zeros (task-level success rates) with n <= 13: scipy's exact sign-flip p,
+    # computed vectorised; other inputs are left to scipy (None)
+    rng = np.random.default_rng(11)
+    checked = 0
+    for _ in range(40):  # scipy's reference takes ~0.3 s a call
+        n = int(rng.integers(2, 14))
+        a, b = rng.integers(0, 5, n) / 4, rng.integers(0, 5, n) / 4
+        if np.all(a == b):
+            continue
+        fast = blocked._sign_flip_wilcoxon(a - b)
+        if fast is None:
+            continue
+        ref = st.wilcoxon(a, b)
+        assert fast == (ref.statistic, pytest.approx(ref.pvalue, rel=1e-12, abs=1e-15))
+        assert blocked._wilcoxon(a, b)[:2] == fast
+        checked += 1
+    assert checked > 25
+    assert blocked._sign_flip_wilcoxon(np.array([0.5, -1.5, 2.5, 3.0])) is None  # no ties
+    assert blocked._sign_flip_wilcoxon(np.r_[np.arange(14.0), 1.0]) is None  # n > 13
+    assert blocked._sign_flip_wilcoxon(np.zeros(5)) is None
