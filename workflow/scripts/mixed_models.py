@@ -1,5 +1,6 @@
-"""Bridge: mixed-effects and GEE models of every metric, clustered by task (mastif.analysis.mixed),
-and the joint test of each factor and interaction (mastif.analysis.mixed_joint)."""
+"""Bridge: mixed-effects and GEE models of every metric, clustered by task (mastif.analysis.mixed;
+descriptive coefficients, no p or interval), and the joint test of each factor and
+interaction (mastif.analysis.mixed_joint)."""
 
 from mastif.core.logsetup import log_to
 
@@ -16,7 +17,6 @@ log = logging.getLogger("mixed_models")
 runs = pl.read_parquet(snakemake.input.runs)
 table = mixed_models(
     runs,
-    confidence=snakemake.params.confidence,
     min_n=snakemake.params.min_n,
     progress=lambda metric: log.info("fitting %s", metric),
 )
