@@ -21,7 +21,9 @@ tests here compare the levels of a factor *within* tasks, one block per task:
 Why by task (issue 51, item 3): blocks of ``(task, repeat)`` and, for success, Cochran's Q
 with one block per task, repeat and combination of the other factors treated the blocks of
 one task as independent; under random task x factor interactions (a level better on some
-tasks, worse on others) their false-positive rate was 0.13-0.17 at alpha 0.05. With one
+tasks, worse on others) their false-positive rate at alpha 0.05 was 0.13-0.17 in issue 51's
+simulation, 0.07-0.10 in bench/inference_fpr.py's with task x level shifts of sd 0.06 and
+0.20-0.23 with sd 0.15 (task-blocked Friedman: 0.04-0.05). With one
 block per task the null hypothesis is that the levels are exchangeable within each task,
 which such interactions respect, so the within-task permutation p (and Wilcoxon's sign-flip
 distribution) stays valid. bench/inference_fpr.py measures power and false-positive rates
