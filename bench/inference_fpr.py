@@ -27,7 +27,7 @@ interval (``statsmodels.stats.proportion.proportion_confint(method="wilson")``).
   other factors' levels (statsmodels ``cochrans_q``, chi2 p, as mastif computed it);
 - paper's: the pooled Kruskal-Wallis over runs (``scipy.stats.kruskal``; success 0/1, every
   run an independent observation), as in the paper (:mod:`mastif.analysis.stats`);
-- with ``--mixed-experiments N`` (default 0; about 1 s an experiment at 20 tasks), on the first N
+- with ``--mixed-experiments N`` (default 0; 0.2-0.45 s more an experiment), on the first N
   experiments of each cell: the GEE coefficients that :mod:`mastif.analysis.mixed` reported a
   Wald p for before issue 51 ("any framework coefficient": one of the three framework
   coefficients with raw p < alpha), to show why the coefficients no longer carry a p.
