@@ -12,7 +12,9 @@ Tests: the joint tests of :mod:`mastif.analysis.mixed_joint` (task-level Hotelli
 contrasts of the cell means, F(df, n_tasks - df); success as 0/1, CT on the log scale), one
 per factor and interaction, Holm within the metric (a term with df >= n_tasks, the three-way
 one at 10 tasks, has no p: "-"); the blocked omnibus tests of :mod:`mastif.analysis.blocked`
-(Cochran's Q for success, Friedman for CT), Holm over their table. Every row except
+(Friedman on the tasks' means: success rates, CT; by task since issue 51), Holm over their
+table. bench/inference_fpr.py has issue 51's table (power, false-positive rates under the
+global null and under task x factor interactions, Wilson intervals). Every row except
 (success, framework) in the planted scenario is a true null: its rejection rate is a
 false-positive rate (it should stay <= 0.07 at alpha 0.05; with 60 experiments its
 Monte-Carlo SE at 0.05 is 0.028, so rerun a row in doubt with --experiments 200).

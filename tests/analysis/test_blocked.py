@@ -1,4 +1,4 @@
-"""Blocked tests (mastif.analysis.blocked) agree with scipy / statsmodels on synthetic crossed data."""
+"""Task-blocked tests (mastif.analysis.blocked) agree with scipy / statsmodels on synthetic crossed data."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import numpy as np
 import polars as pl
 import pytest
 from scipy import stats as st
-from statsmodels.stats.contingency_tables import cochrans_q, mcnemar
 from statsmodels.stats.multitest import multipletests
 
 from mastif.analysis import blocked
@@ -68,17 +67,14 @@ def _row(df: pl.DataFrame, metric: str, factor: str) -> dict:
 
 
 def _matrix(runs: pl.DataFrame, metric: str, factor: str) -> tuple[np.ndarray, list[str]]:
-    """Reference collapse written independently: mean over the other factors' stacks."""
+    """Reference collapse written independently: per task and level, the mean over the
+    task's runs at that level (repeats and the other factors' stacks; balanced design)."""
     levels = sorted(runs[factor].unique().to_list())
-    cells = runs.group_by("task_id", "repeat", factor).agg(pl.col(metric).mean())
-    blocks = sorted(set(zip(cells["task_id"], cells["repeat"], strict=True)))
-    lookup = {
-        (t, r, lv): v
-        for t, r, lv, v in zip(
-            cells["task_id"], cells["repeat"], cells[factor], cells[metric], strict=True
-        )
-    }
-    return np.array([[lookup[(t, r, lv)] for lv in levels] for t, r in blocks]), levels
+    values: dict[tuple[str, str], list[float]] = {}
+    for t, lv, v in zip(runs["task_id"], runs[factor], runs[metric], strict=True):
+        values.setdefault((t, lv), []).append(float(v))
+    tasks = sorted({t for t, _ in values})
+    return np.array([[np.mean(values[(t, lv)]) for lv in levels] for t in tasks]), levels
 
 
 def test_friedman_and_kendalls_w_match_scipy(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -145,43 +141,77 @@ def test_rank_biserial_extremes() -> None:
     assert rank_biserial(a, a) is None
 
 
-def test_cochrans_q_matches_statsmodels_with_stack_blocks() -> None:
-    runs = _runs(seed=3)
+def test_success_is_tested_as_the_tasks_success_rates(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(blocked, "PERMUTATIONS", 1999)
+    runs = _runs(seed=3, repeats=2)
     out = blocked_tests(runs, metrics=["success"], factors=["protocol"])
-    # blocks: (task, repeat, model, framework), values stay 0/1
-    wide = runs.with_columns(pl.col("success").cast(pl.Int64)).pivot(
-        on="protocol", index=["task_id", "repeat", "model", "framework"], values="success"
+    # one block per task: the success rate over repeats and the model x framework stacks
+    x, levels = _matrix(
+        runs.with_columns(pl.col("success").cast(pl.Float64)), "success", "protocol"
     )
-    x = wide.select(PROTOCOLS).to_numpy()
-    ref = cochrans_q(x)
+    assert levels == PROTOCOLS and x.shape == (12, 3)
     row = _row(out["tests"], "success", "protocol")
-    assert (row["test"], row["n_blocks"], row["n_levels"]) == ("cochran_q", 12 * 2 * 4, 3)
-    assert row["statistic"] == pytest.approx(ref.statistic, rel=1e-12)
-    assert row["p_value"] == pytest.approx(ref.pvalue, rel=1e-12)
-    assert row["df"] == ref.df == 2
-    n, k = x.shape
-    assert row["effect_name"] == "eta2_Q"
-    assert row["effect"] == pytest.approx(ref.statistic / (n * (k - 1)))
-    # Cochran's Q is Friedman's (tie-corrected) statistic on 0/1 data
-    informative = x[x.min(axis=1) != x.max(axis=1)]
-    assert ref.statistic == pytest.approx(st.friedmanchisquare(*informative.T).statistic)
+    assert (row["test"], row["n_blocks"], row["n_tasks"], row["n_levels"]) == (
+        "friedman",
+        12,
+        12,
+        3,
+    )
+    assert row["statistic"] == pytest.approx(st.friedmanchisquare(*x.T).statistic, rel=1e-12)
+    assert row["df"] == 2 and row["effect_name"] == "kendalls_w"
+    assert row["p_method"].startswith("permutation")
+    assert row["p_value"] == pytest.approx(blocked.permutation_p(x, seed=0), rel=1e-12)
 
-    # pairs: exact McNemar, difference in success rates, Holm within (success, protocol)
+    # pairs: Wilcoxon signed-rank on the tasks' rates, difference in success rate, Holm
     pairs = out["pairs"].sort("level_a", "level_b")
     raw = []
     for r in pairs.iter_rows(named=True):
-        ia, ib = PROTOCOLS.index(r["level_a"]), PROTOCOLS.index(r["level_b"])
-        a, b = x[:, ia], x[:, ib]
-        table = [[np.sum((a == 1) & (b == 1)), np.sum((a == 1) & (b == 0))]]
-        table.append([np.sum((a == 0) & (b == 1)), np.sum((a == 0) & (b == 0))])
-        ref_pair = mcnemar(np.array(table), exact=True)
-        assert r["test"] == "mcnemar_exact" and r["n_pairs"] == n
-        assert r["statistic"] == pytest.approx(ref_pair.statistic)
-        assert r["p_value"] == pytest.approx(ref_pair.pvalue, rel=1e-12)
+        a, b = x[:, PROTOCOLS.index(r["level_a"])], x[:, PROTOCOLS.index(r["level_b"])]
+        ref = st.wilcoxon(a, b)
+        assert (r["test"], r["n_pairs"], r["n_tasks"]) == ("wilcoxon", 12, 12)
+        assert r["statistic"] == pytest.approx(ref.statistic)
+        assert r["p_value"] == pytest.approx(ref.pvalue, rel=1e-12)
+        assert r["effect_name"] == "diff_success_rate"
         assert r["effect"] == pytest.approx(a.mean() - b.mean())
-        raw.append(ref_pair.pvalue)
+        raw.append(ref.pvalue)
     expected = multipletests(raw, method="holm")[1]
     assert pairs["p_adjusted"].to_list() == pytest.approx(list(expected), rel=1e-12)
+
+    # two levels: the Wilcoxon test is the omnibus, effect the difference in success rate
+    two = blocked_tests(runs, metrics=["success"], factors=["model"])
+    xm, _ = _matrix(runs.with_columns(pl.col("success").cast(pl.Float64)), "success", "model")
+    row = _row(two["tests"], "success", "model")
+    assert (row["test"], row["effect_name"]) == ("wilcoxon (2 levels)", "diff_success_rate")
+    assert row["p_value"] == pytest.approx(st.wilcoxon(xm[:, 0], xm[:, 1]).pvalue, rel=1e-12)
+    assert row["effect"] == pytest.approx(xm[:, 0].mean() - xm[:, 1].mean())
+
+
+def test_the_task_is_the_block_whatever_the_repeats() -> None:
+    # 6 tasks x 5 repeats x 24 stacks: 6 blocks, each the task's mean (not 30 task x repeat
+    # blocks, nor 6 x 5 x 8 success blocks of the other factors' stacks)
+    runs = _runs(n_tasks=6, repeats=5, seed=10)
+    out = blocked_tests(runs, metrics=["CT", "success"], factors=["protocol", "framework"])
+    tests = out["tests"]
+    assert tests.height == 4
+    assert tests["n_blocks"].to_list() == tests["n_tasks"].to_list() == [6] * 4
+    assert set(out["pairs"]["n_pairs"]) == set(out["pairs"]["n_tasks"]) == {6}
+    x, _ = _matrix(runs, "CT", "framework")
+    assert _row(tests, "CT", "framework")["statistic"] == pytest.approx(
+        st.friedmanchisquare(*x.T).statistic, rel=1e-12
+    )
+    # repeats of a stack are averaged before the stacks: a stack with more repeats does not
+    # weigh more (drop 4 of 5 repeats of one stack on one task: the task's mean is the
+    # mean of the stacks' means)
+    drop = (
+        (pl.col("task_id") == "t00") & (pl.col("model") == "m1") & (pl.col("framework") == "sk")
+        & (pl.col("protocol") == "mcp") & (pl.col("repeat") > 0)
+    )  # fmt: skip
+    wide, key = blocked.block_matrix(runs.filter(~drop), "CT", "protocol")
+    assert key == ["task_id"] and wide.height == 6
+    t0 = runs.filter(~drop & (pl.col("task_id") == "t00") & (pl.col("protocol") == "mcp"))
+    stack_means = t0.group_by("model", "framework").agg(pl.col("CT").mean())["CT"]
+    got = wide.filter(pl.col("task_id") == "t00")["mcp"].item()
+    assert got == pytest.approx(stack_means.mean(), rel=1e-12)
 
 
 def test_planted_effect_is_detected_and_null_factor_is_not() -> None:
@@ -218,11 +248,11 @@ def test_small_n_is_insufficient_with_null_p() -> None:
     assert out["pairs"].height == 6
     assert out["pairs"]["p_value"].null_count() == 6
     assert set(out["pairs"]["note"]) == {reason}
-    # success's blocks are (task, repeat, model, framework): 3 x 2 x 4 = 24 blocks, but
-    # they come from 3 tasks (before issue 38 the 24 blocks passed the guard: a p-value)
+    # success: 3 tasks are 3 blocks (before issue 51 (task, repeat, model, framework) made
+    # 24 blocks, which before issue 38 passed the guard: a p-value)
     few = blocked_tests(runs, metrics=["success"], factors=["protocol"], min_n=5)
     row = _row(few["tests"], "success", "protocol")
-    assert (row["n_blocks"], row["n_tasks"], row["p_value"]) == (24, 3, None)
+    assert (row["n_blocks"], row["n_tasks"], row["p_value"]) == (3, 3, None)
     assert row["note"] == reason
     assert few["pairs"]["p_value"].null_count() == few["pairs"].height == 3
     ok = blocked_tests(_runs(n_tasks=5, seed=5), metrics=["success"], factors=["protocol"])
@@ -259,7 +289,7 @@ def test_family_adjustment_equals_multipletests(method: str) -> None:
     out = blocked_tests(runs, metrics=["CT", "TCR", "success"], family_adjust=method)
     tests = out["tests"]
     assert tests.height == 9 and tests["p_value"].null_count() == 0
-    assert _row(tests, "CT", "protocol")["n_blocks"] == 30  # task x repeat
+    assert _row(tests, "CT", "protocol")["n_blocks"] == 15  # tasks, repeats averaged
     expected = multipletests(tests["p_value"].to_list(), method=method)[1]
     assert tests["p_adjusted"].to_list() == pytest.approx(list(expected), rel=1e-12)
     assert (tests["p_adjusted"] >= tests["p_value"]).all()
@@ -282,29 +312,30 @@ def test_degenerate_and_empty_inputs() -> None:
         blocked_tests(runs, family_adjust="bonferroni")
 
 
-def test_the_rank_sum_permutation_p_is_cochrans_q_permutation_p_on_binary_data() -> None:
-    from statsmodels.stats.contingency_tables import cochrans_q
-
+def test_the_rank_sum_permutation_p_is_friedmans_permutation_p_with_ties() -> None:
+    # task-level success rates tie often: the shuffles keep each block's ties, so the sum of
+    # squared rank sums orders them as Friedman's tie-corrected chi2 does
     rng = np.random.default_rng(3)
-    x = (rng.random((15, 3)) < np.array([0.3, 0.5, 0.8])).astype(int)
+    x = rng.integers(0, 4, size=(15, 3)) / 3
+    x = x[x.min(axis=1) != x.max(axis=1)]
 
-    def q(*samples: np.ndarray) -> float:
-        return cochrans_q(np.column_stack(samples)).statistic
+    def chi2(*samples: np.ndarray) -> float:
+        return st.friedmanchisquare(*samples).statistic
 
     ref = st.permutation_test(
-        tuple(x.T), q, permutation_type="samples", vectorized=False, n_resamples=999,
+        tuple(x.T), chi2, permutation_type="samples", vectorized=False, n_resamples=999,
         alternative="greater", random_state=5,
     )  # fmt: skip
     assert blocked.permutation_p(x, seed=5, n_resamples=999) == pytest.approx(ref.pvalue)
 
 
 def test_repeats_are_not_independent_tasks() -> None:
-    # 2 tasks x 6 repeats: 12 (task, repeat) blocks >= min_n, yet only 2 independent tasks
+    # 2 tasks x 6 repeats: 2 blocks (before issue 51: 12 (task, repeat) blocks >= min_n)
     runs = _runs(n_tasks=2, repeats=6, seed=9, ct_effect={"mcp": 2.0}, success_effect={"mcp": 0.5})
     out = blocked_tests(runs, metrics=["CT", "TCR", "success"], min_n=5)
     tests, pairs = out["tests"], out["pairs"]
     assert tests.height == 9 and set(tests["n_tasks"]) == {2}
-    assert (tests.filter(pl.col("metric") == "CT")["n_blocks"] == 12).all()
+    assert (tests["n_blocks"] == 2).all()
     for frame in (tests, pairs):
         assert frame["p_value"].null_count() == frame.height
         assert frame["p_adjusted"].null_count() == frame.height
@@ -318,3 +349,26 @@ def test_repeats_are_not_independent_tasks() -> None:
     )["tests"]
     assert big["p_value"].null_count() == 0 and (big["p_adjusted"] < 0.05).all()
     assert set(big["n_tasks"]) == {30} and big["note"].null_count() == big.height
+
+
+def test_fast_sign_flip_wilcoxon_equals_scipys() -> None:
+    # ties and zeros (task-level success rates) with n <= 13: scipy's exact sign-flip p,
+    # computed vectorised; other inputs are left to scipy (None)
+    rng = np.random.default_rng(11)
+    checked = 0
+    for _ in range(40):  # scipy's reference takes ~0.3 s a call
+        n = int(rng.integers(2, 14))
+        a, b = rng.integers(0, 5, n) / 4, rng.integers(0, 5, n) / 4
+        if np.all(a == b):
+            continue
+        fast = blocked._sign_flip_wilcoxon(a - b)
+        if fast is None:
+            continue
+        ref = st.wilcoxon(a, b)
+        assert fast == (ref.statistic, pytest.approx(ref.pvalue, rel=1e-12, abs=1e-15))
+        assert blocked._wilcoxon(a, b)[:2] == fast
+        checked += 1
+    assert checked > 25
+    assert blocked._sign_flip_wilcoxon(np.array([0.5, -1.5, 2.5, 3.0])) is None  # no ties
+    assert blocked._sign_flip_wilcoxon(np.r_[np.arange(14.0), 1.0]) is None  # n > 13
+    assert blocked._sign_flip_wilcoxon(np.zeros(5)) is None

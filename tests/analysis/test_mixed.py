@@ -88,11 +88,11 @@ def test_schema_and_kinds(table: pl.DataFrame) -> None:
 
 def test_planted_protocol_effect_on_log_ct(table: pl.DataFrame) -> None:
     r = row(table, "CT", "protocol[T.mcp]")
-    assert r["ci_low"] < PROTOCOL_EFFECT < r["ci_high"]
-    assert r["ci_low"] > 0 and r["p_value"] < 0.001
-    # no planted framework effect: its interval covers 0
+    assert abs(r["estimate"] - PROTOCOL_EFFECT) < 3 * r["std_error"]
+    assert r["estimate"] > 5 * r["std_error"]
+    # no planted framework effect: its estimate is within its noise of 0
     f = row(table, "CT", "framework[T.langgraph]")
-    assert f["ci_low"] < 0 < f["ci_high"]
+    assert abs(f["estimate"]) < 3 * f["std_error"]
     assert "log scale" in r["note"]
     assert "factor model dropped: one level (m)" in r["note"]
 
@@ -102,13 +102,10 @@ def test_lmm_equals_direct_statsmodels_fit(data: pl.DataFrame, table: pl.DataFra
 
     df = data.with_columns(pl.col("CT").log().alias("y")).to_pandas()
     ref = smf.mixedlm("y ~ protocol * framework", df, groups=df["task_id"]).fit(reml=True)
-    ci = ref.conf_int(alpha=0.05)
     for term in ref.fe_params.index:
         r = row(table, "CT", term)
         assert r["estimate"] == pytest.approx(ref.fe_params[term], rel=1e-6, abs=1e-9)
         assert r["std_error"] == pytest.approx(ref.bse_fe[term], rel=1e-6)
-        assert r["ci_low"] == pytest.approx(ci.loc[term, 0], rel=1e-6, abs=1e-9)
-        assert r["p_value"] == pytest.approx(ref.pvalues[term], rel=1e-5, abs=1e-300)
     assert row(table, "CT", "task variance")["estimate"] == pytest.approx(
         ref.cov_re.iloc[0, 0], rel=1e-6
     )
@@ -117,16 +114,18 @@ def test_lmm_equals_direct_statsmodels_fit(data: pl.DataFrame, table: pl.DataFra
     assert tv["ci_low"] is None and tv["p_value"] is None
     # V is log(V): the planted log-ratio is there too
     v = row(table, "V", "protocol[T.mcp]")
-    assert v["ci_low"] < PROTOCOL_EFFECT < v["ci_high"]
+    assert abs(v["estimate"] - PROTOCOL_EFFECT) < 3 * v["std_error"]
 
 
-def test_confidence_level_widens_interval(data: pl.DataFrame, table: pl.DataFrame) -> None:
-    wide = mixed_models(data, confidence=0.99, metrics=["CT"])
-    r95, r99 = row(table, "CT", "protocol[T.mcp]"), row(wide, "CT", "protocol[T.mcp]")
-    assert r99["estimate"] == pytest.approx(r95["estimate"])
-    assert r99["ci_high"] - r99["ci_low"] > r95["ci_high"] - r95["ci_low"]
-    with pytest.raises(ValueError):
-        mixed_models(data, confidence=1.0)
+def test_coefficients_are_descriptive(table: pl.DataFrame) -> None:
+    # issue 51: Wald p's and intervals of these coefficients are anti-conservative with
+    # 10-20 tasks; the estimates and standard errors stay, no p and no interval anywhere
+    for col in ("ci_low", "ci_high", "p_value"):
+        assert table[col].null_count() == table.height, col
+    assert table["estimate"].null_count() == 0 and table["std_error"].null_count() < table.height
+    assert all(n.startswith(mixed.DESCRIPTIVE) for n in table["note"])
+    with pytest.raises(TypeError):
+        mixed_models(table, confidence=0.95)  # no interval, so no level to choose
 
 
 def test_gee_binomial_detects_planted_effect(data: pl.DataFrame, table: pl.DataFrame) -> None:
@@ -134,7 +133,7 @@ def test_gee_binomial_detects_planted_effect(data: pl.DataFrame, table: pl.DataF
     from statsmodels.genmod import cov_struct, families
 
     r = row(table, "success", "protocol[T.mcp]")
-    assert r["ci_low"] > 0 and r["p_value"] < 0.05
+    assert r["estimate"] > 2 * r["std_error"] > 0
     assert "population-averaged log-odds" in r["note"]
     df = data.with_columns(pl.col("success").cast(pl.Float64).alias("y")).to_pandas()
     ref = smf.gee(
@@ -152,7 +151,7 @@ def test_gee_binomial_detects_planted_effect(data: pl.DataFrame, table: pl.DataF
 def test_ordinal_gee_detects_planted_effect(data: pl.DataFrame, table: pl.DataFrame) -> None:
     for metric in ("TU", "TA", "TCR"):
         r = row(table, metric, "protocol[T.mcp]")
-        assert r["ci_low"] > 0 and r["p_value"] < 0.05  # higher scores under mcp
+        assert r["estimate"] > 2 * r["std_error"] > 0  # higher scores under mcp
     cuts = table.filter((pl.col("metric") == "TU") & pl.col("term").str.starts_with("I(y>"))
     assert cuts.height == 4  # five anchors seen: four cut points
     assert cuts["estimate"].is_sorted(descending=True)
@@ -269,10 +268,10 @@ def test_two_tasks_keep_estimates_but_give_no_p_or_interval() -> None:
     assert all(n.startswith(reason) for n in fitted["note"])
     assert all(reason in n for n in out["note"])
     # the default min_n of the function is the config's default, 5
-    assert mixed_models(two, metrics=["CT"])["p_value"].null_count() > 0
-    # from min_n tasks on, p and intervals are back
-    ok = mixed_models(two, min_n=2, metrics=["CT"])
-    assert row(ok, "CT", "protocol[T.mcp]")["p_value"] is not None
+    assert all(n.startswith(reason) for n in mixed_models(two, metrics=["CT"])["note"])
+    # from min_n tasks on, no small-sample sentence; still descriptive (issue 51)
+    ok = row(mixed_models(two, min_n=2, metrics=["CT"]), "CT", "protocol[T.mcp]")
+    assert ok["note"].startswith(mixed.DESCRIPTIVE) and ok["p_value"] is None
 
 
 # ------------------------------------------------------------ issue 38: joint tests

@@ -116,7 +116,6 @@ READS: dict[str, set[str]] = {
     "stats.bootstrap_resamples": {"bootstrap_effects", "judge_agreement"},
     "stats.confidence": {
         "bootstrap_effects",
-        "mixed_models",
         "plot_effects",
         "judge_agreement",
         "joint_tests",

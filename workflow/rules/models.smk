@@ -6,8 +6,7 @@ rule mixed_models:
     log:
         "logs/mixed_models/mixed_models.log",
     params:
-        confidence=config["stats"]["confidence"],
-        # below min_n independent tasks: no p, no interval
+        # below min_n independent tasks: no fit
         min_n=config["stats"]["min_n"],
     script:
         "../scripts/mixed_models.py"

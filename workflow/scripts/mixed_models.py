@@ -1,4 +1,5 @@
-"""Bridge: mixed-effects and GEE models of every metric, clustered by task (mastif.analysis.mixed)."""
+"""Bridge: mixed-effects and GEE models of every metric, clustered by task (mastif.analysis.mixed;
+descriptive coefficients, no p or interval)."""
 
 from mastif.core.logsetup import log_to
 
@@ -14,7 +15,6 @@ log = logging.getLogger("mixed_models")
 runs = pl.read_parquet(snakemake.input.runs)
 table = mixed_models(
     runs,
-    confidence=snakemake.params.confidence,
     min_n=snakemake.params.min_n,
     progress=lambda metric: log.info("fitting %s", metric),
 )

@@ -1,41 +1,49 @@
-"""Blocked tests across model, protocol and framework (issue 17, items 1, 4 and 5).
+"""Blocked tests across model, protocol and framework, blocked by task (issues 17, 51).
 
-Every stack runs every task (and repeat), so the experiment is a crossed factorial blocked by
-``(task_id, repeat)``. The paper's one-way tests (:mod:`mastif.analysis.stats`, "as in the paper")
-pool runs as if independent; the tests here compare the levels of a factor *within* blocks:
+Every stack runs every task (and repeat), so the experiment is a crossed factorial in which
+the task is the independent unit: repeats of a task, and the runs of the other factors'
+stacks on it, share the task's difficulty and any task x factor interaction. The paper's
+one-way tests (:mod:`mastif.analysis.stats`, "as in the paper") pool runs as if independent; the
+tests here compare the levels of a factor *within* tasks, one block per task:
 
-- continuous and ordinal metrics (TCR, TU, TA, CT, V, TUSR, IVS): per block and level of the
-  factor, the other factors are collapsed by the mean over their stacks; blocks missing a
-  level are dropped (complete blocks only). Omnibus: Friedman (``scipy.stats.
-  friedmanchisquare``) with Kendall's W = chi2 / (n (k - 1)); with two levels the Wilcoxon
-  signed-rank test, with the matched-pairs rank-biserial correlation. Pairs: Wilcoxon
-  signed-rank (exact for small n, scipy's ``method="auto"``), rank-biserial correlation.
-- binary ``success``: Cochran's Q (``statsmodels ... cochrans_q``) with blocks
-  ``(task_id, repeat, the other factors' levels)``: a mean over stacks would no longer be
-  0/1, so each combination of the other factors is a block of its own. Q is Friedman's
-  statistic on 0/1 data, so its effect size is the same normalisation, Q / (n (k - 1))
-  (Kendall's W on 0/1 data, "eta2_Q" in Tomczak & Tomczak 2014). With two levels the omnibus
-  is the exact McNemar test. Pairs: exact McNemar (``statsmodels ... mcnemar(exact=True)``)
-  with the difference in success rates (level_a - level_b) over the paired blocks.
+- aggregation: per task and level of the factor, the metric's mean over the task's stacks
+  at that level (each stack's repeats averaged first, then the mean over the other factors'
+  stacks that have a value). ``success`` becomes the task's success rate at that level, so
+  every metric is tested the same way. Tasks missing a level are dropped (complete blocks
+  only), so ``n_blocks`` = ``n_tasks``.
+- omnibus: Friedman (``scipy.stats.friedmanchisquare``) on the task-level means with
+  Kendall's W = chi2 / (n (k - 1)); with two levels the Wilcoxon signed-rank test, with the
+  matched-pairs rank-biserial correlation (success: the difference of the task-averaged
+  success rates).
+- pairs: Wilcoxon signed-rank (exact for small n, scipy's ``method="auto"``) on the
+  task-level means, rank-biserial correlation (success: difference in success rate).
+
+Why by task (issue 51, item 3): blocks of ``(task, repeat)`` and, for success, Cochran's Q
+with one block per task, repeat and combination of the other factors treated the blocks of
+one task as independent; under random task x factor interactions (a level better on some
+tasks, worse on others) their false-positive rate at alpha 0.05 was 0.13-0.17 in issue 51's
+simulation, 0.07-0.10 in bench/inference_fpr.py's with task x level shifts of sd 0.06 and
+0.20-0.23 with sd 0.15 (task-blocked Friedman: 0.04-0.05). With one
+block per task the null hypothesis is that the levels are exchangeable within each task,
+which such interactions respect, so the within-task permutation p (and Wilcoxon's sign-flip
+distribution) stays valid. bench/inference_fpr.py measures power and false-positive rates
+(docs/data.md has the table).
 
 CT, V and IVS use completed runs only (:func:`mastif.analysis.stats.metric_runs`). Pairs use the
-blocks where both levels are present (a level missing everywhere does not hide the others'
+tasks where both levels are present (a level missing everywhere does not hide the others'
 differences); their p-values are Holm-adjusted within each (metric, factor). The omnibus rows
 that have a p form one family, adjusted by Holm or Benjamini-Hochberg (``family_adjust``).
 
-Small-n guard (issue 38): blocks that share a task are not independent (nor are repeats of
-it), so a row whose complete blocks (pairs) cover fewer than ``min_n`` distinct tasks
+Small-n guard (issue 38): a row whose complete blocks cover fewer than ``min_n`` tasks
 (``n_tasks``) keeps its test name, has null statistic and p, and the note is
-:func:`mastif.analysis.inference.small_sample_reason`'s sentence, however many blocks the repeats and
-the other factors' stacks make. No normality gate.
-Friedman's and Cochran's chi-square p-values are asymptotic; below :data:`PERMUTATION_BELOW`
-complete blocks the omnibus p is a within-block permutation p instead
-(``scipy.stats.permutation_test``, ``permutation_type="samples"``: each block's values are
-shuffled among the levels, seeded). Its statistic is the sum of squared rank sums, which is
-a monotone function of both Friedman's chi2 and Cochran's Q when every block keeps its ties
-(as a within-block shuffle does), so the p is that of either test. The two-level tests
-(Wilcoxon ``method="auto"``, exact McNemar) are exact for small n already. ``p_method``
-says which p a row has.
+:func:`mastif.analysis.inference.small_sample_reason`'s sentence, however many repeats there are.
+No normality gate. Friedman's chi-square p is asymptotic; below :data:`PERMUTATION_BELOW`
+complete blocks (tasks) the omnibus p is a within-block permutation p instead
+(``scipy.stats.permutation_test``, ``permutation_type="samples"``: each task's values are
+shuffled among the levels, seeded). Its statistic is the sum of squared rank sums, a
+monotone function of Friedman's chi2 when every block keeps its ties (as a within-block
+shuffle does), so the p is Friedman's. The two-level Wilcoxon test (``method="auto"``) is
+exact for small n already. ``p_method`` says which p a row has.
 A test that cannot run (no variance, every block tied) says so in ``note`` with null numbers.
 """
 
@@ -51,13 +59,15 @@ import polars as pl
 
 from mastif.analysis.inference import small_sample_reason
 from mastif.analysis.stats import adjust_family, metric_runs
+from mastif.core import metric_registry as registry
 from mastif.core.factors import FACTORS
 
-METRICS: tuple[str, ...] = ("TCR", "TU", "TA", "CT", "V", "TUSR", "IVS", "success")
-BINARY: frozenset[str] = frozenset({"success"})
-#: the experiment's blocks: every stack runs every task and repeat
-BLOCK: tuple[str, ...] = ("task_id", "repeat")
-#: the independent unit: blocks sharing a task are not independent
+METRICS: tuple[str, ...] = registry.TESTED
+#: 0/1 metrics: tested as the tasks' success rates, effect = difference in rate
+BINARY: frozenset[str] = frozenset(
+    m for m in METRICS if registry.metric(m).scale is registry.Scale.BINARY
+)
+#: the block and independent unit: one block per task (repeats and stacks averaged within it)
 TASK = "task_id"
 FAMILY_ADJUST: tuple[str, ...] = ("holm", "fdr_bh")
 
@@ -96,12 +106,9 @@ PAIRS_SCHEMA: dict[str, pl.DataType] = {
 # test names (the `test` column)
 FRIEDMAN = "friedman"
 WILCOXON_OMNIBUS = "wilcoxon (2 levels)"
-COCHRAN = "cochran_q"
-MCNEMAR_OMNIBUS = "mcnemar_exact (2 levels)"
 WILCOXON = "wilcoxon"
-MCNEMAR = "mcnemar_exact"
 
-#: fewer complete blocks than this: Friedman / Cochran's Q p by permutation, not chi2
+#: fewer complete blocks (tasks) than this: Friedman's p by permutation, not chi2
 PERMUTATION_BELOW = 30
 PERMUTATIONS = 9999
 ASYMPTOTIC = "asymptotic chi2"
@@ -118,7 +125,7 @@ def _rank_sum_statistic(*samples: np.ndarray, axis: int = -1) -> np.ndarray:
 
 
 def permutation_p(x: np.ndarray, seed: int, n_resamples: int | None = None) -> float:
-    """Within-block permutation p of Friedman's chi2 / Cochran's Q on ``x`` (n x k), from
+    """Within-block permutation p of Friedman's chi2 on ``x`` (n blocks x k levels), from
     ``n_resamples`` (default :data:`PERMUTATIONS`) shuffles."""
     from scipy.stats import permutation_test
 
@@ -157,10 +164,6 @@ def kendalls_w(chi2: float, n: int, k: int) -> float:
     return chi2 / (n * (k - 1))
 
 
-def _block_columns(run_table: pl.DataFrame) -> list[str]:
-    return [c for c in BLOCK if c in run_table.columns]
-
-
 def _levels(run_table: pl.DataFrame, factor: str) -> list[str]:
     """The factor's levels in the design (every run, whatever its metric values)."""
     return sorted(run_table[factor].cast(pl.String).drop_nulls().unique().to_list())
@@ -169,31 +172,35 @@ def _levels(run_table: pl.DataFrame, factor: str) -> list[str]:
 def block_matrix(
     run_table: pl.DataFrame, metric: str, factor: str, design: Sequence[str] = FACTORS
 ) -> tuple[pl.DataFrame, list[str]]:
-    """One row per block, one column per level of ``factor`` (the block's value), nulls where
-    the block lacks that level, and the block's key columns; with the block key's names.
+    """One row per task (the block), one column per level of ``factor`` (the task's mean at
+    that level), nulls where the task lacks that level, and the block's key column; with the
+    block key's names (``[task_id]``, or ``[]`` without a task column: one block).
 
-    Continuous/ordinal metrics: block = (task_id, repeat), the other factors collapsed by
-    the mean over their stacks. ``success``: block = (task_id, repeat, other factors' levels),
-    values 0/1.
+    The mean is over the task's stacks at that level: each stack's (the other factors'
+    levels') repeats are averaged first, then the stacks that have a value; 0/1 ``success``
+    becomes a success rate.
     """
-    blocks = _block_columns(run_table)
+    key = [TASK] if TASK in run_table.columns else []
     others = [f for f in design if f != factor and f in run_table.columns]
     data = (
         metric_runs(run_table, metric)
         .select(
-            *blocks,
+            *key,
             *[pl.col(f).cast(pl.String) for f in others],
             pl.col(factor).cast(pl.String),
             pl.col(metric).cast(pl.Float64).fill_nan(None).alias("_value"),
         )
         .drop_nulls(["_value", factor])
     )
-    key = blocks + others if metric in BINARY else blocks
-    cell = data.group_by(*key, factor).agg(pl.col("_value").mean())
+    if not key:  # no task column: every run in one block
+        data = data.with_columns(pl.lit("all").alias("_block"))
+    block = key or ["_block"]
+    stack = data.group_by(*block, *others, factor).agg(pl.col("_value").mean())
+    cell = stack.group_by(*block, factor).agg(pl.col("_value").mean())
     if cell.height == 0:
         return pl.DataFrame(schema={k: data.schema[k] for k in key}), key
-    wide = cell.pivot(on=factor, index=key, values="_value").sort(key)
-    return wide, key
+    wide = cell.pivot(on=factor, index=block, values="_value").sort(block)
+    return (wide if key else wide.drop("_block")), key
 
 
 def _complete(wide: pl.DataFrame, levels: Sequence[str]) -> tuple[np.ndarray, int]:
@@ -212,10 +219,44 @@ def _complete(wide: pl.DataFrame, levels: Sequence[str]) -> tuple[np.ndarray, in
 # ------------------------------------------------------------------ omnibus tests
 
 
+#: scipy's ``wilcoxon(method="auto")`` enumerates the 2**n sign flips up to this n when the
+#: differences tie or are zero (2**13 < its 9,999 resamples)
+SIGN_FLIP_MAX_N = 13
+
+
+def _sign_flip_wilcoxon(d: np.ndarray) -> tuple[float, float] | None:
+    """scipy's two-sided ``wilcoxon(method="auto")`` result for differences ``d`` with ties
+    or zeros and n <= :data:`SIGN_FLIP_MAX_N`, vectorised: scipy computes the same exact
+    sign-flip p by calling the statistic once per flip (~0.4 s a call; task-level success
+    rates tie often). None where scipy takes another path (no ties and no zeros: its exact
+    distribution; n too large: normal approximation; every difference zero)."""
+    from scipy.stats import rankdata
+
+    d = np.asarray(d, dtype=float)
+    nonzero = d[d != 0]
+    m = nonzero.size
+    ties = np.unique(np.abs(nonzero)).size < m
+    if d.size > SIGN_FLIP_MAX_N or m == 0 or not (ties or m < d.size):
+        return None
+    r = rankdata(np.abs(nonzero))
+    r_plus = float(r[nonzero > 0].sum())
+    r_minus = float(r[nonzero < 0].sum())
+    # every subset of the ranks carries the + sign once (zeros stay zero when flipped, which
+    # repeats each subset 2**n_zero times and leaves the shares unchanged)
+    flips = (np.arange(2**m)[:, None] >> np.arange(m)) & 1
+    null = flips @ r
+    gamma = abs(np.finfo(float).eps * 100 * r_plus)  # scipy's tolerance for equal values
+    less, greater = np.mean(null <= r_plus + gamma), np.mean(null >= r_plus - gamma)
+    return min(r_plus, r_minus), float(min(1.0, 2 * min(less, greater)))
+
+
 def _wilcoxon(a: np.ndarray, b: np.ndarray) -> tuple[float | None, float | None, str | None]:
-    """scipy's Wilcoxon signed-rank (exact for small n); (W, p, note)."""
+    """scipy's Wilcoxon signed-rank (``method="auto"``: exact for small n); (W, p, note)."""
     from scipy import stats as st
 
+    fast = _sign_flip_wilcoxon(np.asarray(a, dtype=float) - np.asarray(b, dtype=float))
+    if fast is not None:
+        return fast[0], fast[1], None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", (RuntimeWarning, UserWarning))
@@ -228,16 +269,6 @@ def _wilcoxon(a: np.ndarray, b: np.ndarray) -> tuple[float | None, float | None,
     return stat, p, None
 
 
-def _mcnemar(a: np.ndarray, b: np.ndarray) -> tuple[float | None, float | None, str | None]:
-    """Exact McNemar on paired 0/1 outcomes; (statistic = min(b, c), p, note)."""
-    from statsmodels.stats.contingency_tables import mcnemar
-
-    a1, b1 = a.astype(bool), b.astype(bool)
-    table = np.array([[np.sum(a1 & b1), np.sum(a1 & ~b1)], [np.sum(~a1 & b1), np.sum(~a1 & ~b1)]])
-    res = mcnemar(table, exact=True)
-    return _float(res.statistic), _float(res.pvalue), None
-
-
 def _omnibus(
     metric: str,
     factor: str,
@@ -247,15 +278,15 @@ def _omnibus(
     seed: int = 0,
     n_tasks: int | None = None,
 ) -> dict[str, Any]:
-    """The omnibus row from the complete-block matrix ``x`` (n_blocks x k)."""
+    """The omnibus row from the complete-block matrix ``x`` (n_tasks x k task-level means)."""
     n, k = x.shape
     binary = metric in BINARY
     if k == 2:
-        test = MCNEMAR_OMNIBUS if binary else WILCOXON_OMNIBUS
+        test = WILCOXON_OMNIBUS
         effect_name = "diff_success_rate" if binary else "rank_biserial"
     else:
-        test = COCHRAN if binary else FRIEDMAN
-        effect_name = "eta2_Q" if binary else "kendalls_w"
+        test = FRIEDMAN
+        effect_name = "kendalls_w"
     row: dict[str, Any] = {
         "metric": metric,
         "factor": factor,
@@ -280,26 +311,20 @@ def _omnibus(
         row["note"] = f"all {x.size} {metric} values are identical ({x.flat[0]:g}); no variance"
         return row
     if np.all(np.ptp(x, axis=1) == 0):
-        row["note"] = f"every block has the same {metric} at every {factor} level; nothing to test"
+        row["note"] = f"every task has the same {metric} at every {factor} level; nothing to test"
         return row
     if k == 2:
         a, b = x[:, 0], x[:, 1]
-        stat, p, note = _mcnemar(a, b) if binary else _wilcoxon(a, b)
+        stat, p, note = _wilcoxon(a, b)
         effect = float(a.mean() - b.mean()) if binary else rank_biserial(a, b)
         row.update(statistic=stat, p_value=p, note=note, effect=effect, p_method=EXACT)
         return row
-    if binary:
-        from statsmodels.stats.contingency_tables import cochrans_q
+    from scipy import stats as st
 
-        res = cochrans_q(x.astype(int))
-        stat, p, df = _float(res.statistic), _float(res.pvalue), _float(res.df)
-    else:
-        from scipy import stats as st
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            res = st.friedmanchisquare(*x.T)
-        stat, p, df = _float(res.statistic), _float(res.pvalue), float(k - 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = st.friedmanchisquare(*x.T)
+    stat, p, df = _float(res.statistic), _float(res.pvalue), float(k - 1)
     if stat is None or p is None:
         row["note"] = f"{test} undefined on these data (NaN result)"
         return row
@@ -314,7 +339,7 @@ def _omnibus(
 def _pairs(
     metric: str, factor: str, wide: pl.DataFrame, levels: list[str], min_n: int
 ) -> list[dict[str, Any]]:
-    """Every unordered pair of levels (level_a < level_b) over the blocks having both."""
+    """Every unordered pair of levels (level_a < level_b) over the tasks having both."""
     binary = metric in BINARY
     rows = []
     for i, la in enumerate(levels):
@@ -329,7 +354,7 @@ def _pairs(
                 "level_b": lb,
                 "n_pairs": n,
                 "n_tasks": n_tasks,
-                "test": MCNEMAR if binary else WILCOXON,
+                "test": WILCOXON,
                 "statistic": None,
                 "p_value": None,
                 "p_adjusted": None,
@@ -343,10 +368,10 @@ def _pairs(
                 a, b = x[:, 0], x[:, 1]
                 if np.all(a == b):
                     row["note"] = (
-                        f"{metric} is the same at both levels in every block; nothing to test"
+                        f"{metric} is the same at both levels in every task; nothing to test"
                     )
                 else:
-                    stat, p, note = _mcnemar(a, b) if binary else _wilcoxon(a, b)
+                    stat, p, note = _wilcoxon(a, b)
                     effect = float(a.mean() - b.mean()) if binary else rank_biserial(a, b)
                     row.update(statistic=stat, p_value=p, note=note, effect=effect)
             rows.append(row)
@@ -361,7 +386,7 @@ def blocked_tests(
     family_adjust: str = "holm",
     seed: int = 0,
 ) -> dict[str, pl.DataFrame]:
-    """Blocked omnibus and pairwise tests for every (metric, factor) with >= 2 levels.
+    """Task-blocked omnibus and pairwise tests for every (metric, factor) with >= 2 levels.
 
     Returns {"tests", "pairs"} with the fixed schemas :data:`TESTS_SCHEMA` and
     :data:`PAIRS_SCHEMA` (docs/data.md). A factor with one level in the design gets no row.

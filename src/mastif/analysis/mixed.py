@@ -4,9 +4,21 @@ Every stack (model x protocol x framework) runs every task, optionally several t
 run's metric depends on its stack and on its task: some tasks are slow, long or hard for
 every stack. The one-way tests of :mod:`mastif.analysis.stats` pool runs as if independent; the
 models here keep the task as a cluster and estimate every factor and their interactions at
-once, with confidence intervals. All estimators are statsmodels'; this module only prepares
-the data, guards against fits that cannot work and writes one table,
-``results/stats/mixed_models.parquet`` (docs/data.md).
+once. All estimators are statsmodels'; this module only prepares the data, guards against
+fits that cannot work and writes one table, ``results/stats/mixed_models.parquet``
+(docs/data.md).
+
+The coefficients are descriptive (issue 51, item 3): effect sizes with their model-based
+standard errors, and no p-value or confidence interval (``p_value``, ``ci_low`` and
+``ci_high`` are null on every row, the note opens with :data:`DESCRIPTIVE`). Their Wald
+tests are not valid with the 10-20 tasks of an experiment: with robust (sandwich) errors
+from so few clusters, and a model that leaves out any task x factor interaction, "some
+framework coefficient has p < 0.05" came out in 0.075 / 0.151 of global-null experiments
+(10 / 20 tasks) in issue 51's simulation and in 0.115 / 0.200 in bench/inference_fpr.py
+(36 stacks, success GEE), and a Wald interval built from the same standard error would
+undercover alike. Whether a factor or interaction matters is answered by the
+task-level joint test of :mod:`mastif.analysis.mixed_joint`, whose false-positive rate stays
+at the nominal level under the global null and under task x factor interactions.
 
 Fixed effects: ``model * protocol * framework`` (main effects and every interaction) over the
 factors that have at least two levels in the metric's data; a factor with one level is
@@ -64,10 +76,8 @@ task variance is estimated at or near 0), which is a property of the data, not o
 optimiser: it is named in the note and leaves ``converged`` as the optimiser reported.
 
 Small samples (issue 38): below ``stats.min_n`` independent tasks (``n_groups``; repeats
-and the stacks' runs of a task are not independent) the coefficients stay as effect sizes
-with their std_error, but ci_low, ci_high and p_value are null and the note opens with
-:func:`mastif.analysis.inference.small_sample_reason`'s sentence. The overall test of each factor and
-interaction is in :mod:`mastif.analysis.mixed_joint`.
+and the stacks' runs of a task are not independent) the note opens with
+:func:`mastif.analysis.inference.small_sample_reason`'s sentence before :data:`DESCRIPTIVE`.
 """
 
 from __future__ import annotations
@@ -82,6 +92,7 @@ import polars as pl
 
 from mastif.analysis.inference import small_sample_reason
 from mastif.analysis.stats import FACTORS, metric_runs
+from mastif.core import metric_registry as registry
 
 #: the table's columns (fixed, also when empty)
 MIXED_SCHEMA: dict[str, pl.DataType] = {
@@ -100,14 +111,21 @@ MIXED_SCHEMA: dict[str, pl.DataType] = {
 }
 
 #: metric -> model kind, in the table's order
-MODEL_KINDS: dict[str, str] = {
-    "CT": "lmm",
-    "V": "lmm",
-    "success": "gee_binomial",
-    "TU": "ordinal_gee",
-    "TA": "ordinal_gee",
-    "TCR": "ordinal_gee",
+#: the model of each metric's scale: CT and V (seconds, tokens) a linear mixed model of the
+#: log, success (0/1) a binomial GEE, the judge's scores an ordinal GEE
+KIND_OF_SCALE: dict[registry.Scale, str] = {
+    registry.Scale.SECONDS: "lmm",
+    registry.Scale.TOKENS: "lmm",
+    registry.Scale.BINARY: "gee_binomial",
+    registry.Scale.SCORE: "ordinal_gee",
 }
+MODEL_KINDS: dict[str, str] = dict(
+    sorted(
+        ((m, KIND_OF_SCALE[registry.metric(m).scale]) for m in registry.TESTED
+         if registry.metric(m).scale in KIND_OF_SCALE),
+        key=lambda item: list(KIND_OF_SCALE.values()).index(item[1]),
+    )
+)  # fmt: skip
 
 #: what an estimate of each kind means (starts the note of every estimate row)
 SCALES: dict[str, str] = {
@@ -119,6 +137,12 @@ SCALES: dict[str, str] = {
 }
 
 GROUP = "task_id"
+
+#: opens the note of every estimate row: why there is no p-value or interval
+DESCRIPTIVE = (
+    "descriptive: no p-value or interval (Wald tests of these coefficients are "
+    "anti-conservative with few tasks; mixed_joint tests each factor)"
+)
 TASK_VARIANCE = "task variance"
 RESIDUAL_VARIANCE = "residual variance"
 WITHIN_TASK_CORRELATION = "within-task correlation"
@@ -241,12 +265,12 @@ def _check_design(data: pl.DataFrame, rhs: str):
     return design
 
 
-def _fit_lmm(data: pl.DataFrame, formula: str, alpha: float) -> list[dict[str, Any]]:
+def _fit_lmm(data: pl.DataFrame, formula: str) -> list[dict[str, Any]]:
     import statsmodels.formula.api as smf
 
     df = data.to_pandas()
     res = smf.mixedlm(formula, df, groups=df[GROUP]).fit(reml=True)
-    rows = _coefficient_rows(res, res.fe_params, res.bse_fe, alpha)
+    rows = _coefficient_rows(res, res.fe_params, res.bse_fe)
     bse_re = np.atleast_1d(res.bse_re)
     rows.append(
         {
@@ -260,29 +284,26 @@ def _fit_lmm(data: pl.DataFrame, formula: str, alpha: float) -> list[dict[str, A
     return rows
 
 
-def _coefficient_rows(res, params, bse, alpha: float) -> list[dict[str, Any]]:
+def _coefficient_rows(res, params, bse) -> list[dict[str, Any]]:
     """One row per fixed-effect coefficient of a statsmodels fit ``res``: ``params`` and
-    ``bse`` are its estimates and standard errors (the fixed-effect ones for a MixedLM)."""
-    ci = res.conf_int(alpha=alpha)
+    ``bse`` are its estimates and standard errors (the fixed-effect ones for a MixedLM); no
+    interval or p (:data:`DESCRIPTIVE`)."""
     return [
         {
             "term": name,
             "estimate": params[name],
             "std_error": bse[name],
-            "ci_low": ci.loc[name, 0],
-            "ci_high": ci.loc[name, 1],
-            "p_value": res.pvalues[name],
             "converged": bool(res.converged),
         }
         for name in params.index
     ]
 
 
-def _gee_rows(res, alpha: float) -> list[dict[str, Any]]:
-    return _coefficient_rows(res, res.params, res.bse, alpha)
+def _gee_rows(res) -> list[dict[str, Any]]:
+    return _coefficient_rows(res, res.params, res.bse)
 
 
-def _fit_gee_binomial(data: pl.DataFrame, formula: str, alpha: float) -> list[dict[str, Any]]:
+def _fit_gee_binomial(data: pl.DataFrame, formula: str) -> list[dict[str, Any]]:
     import statsmodels.formula.api as smf
     from statsmodels.genmod import cov_struct, families
 
@@ -296,13 +317,13 @@ def _fit_gee_binomial(data: pl.DataFrame, formula: str, alpha: float) -> list[di
     res = model.fit()
     if res is None:
         raise _FitFailed("GEE returned no estimates")
-    rows = _gee_rows(res, alpha)
+    rows = _gee_rows(res)
     rho = np.atleast_1d(res.cov_struct.dep_params)
     rows.append({"term": WITHIN_TASK_CORRELATION, "estimate": rho[0], "converged": res.converged})
     return rows
 
 
-def _fit_ordinal_gee(data: pl.DataFrame, design, alpha: float) -> list[dict[str, Any]]:
+def _fit_ordinal_gee(data: pl.DataFrame, design) -> list[dict[str, Any]]:
     from statsmodels.genmod import cov_struct
     from statsmodels.genmod.generalized_estimating_equations import OrdinalGEE
 
@@ -314,7 +335,7 @@ def _fit_ordinal_gee(data: pl.DataFrame, design, alpha: float) -> list[dict[str,
     res = model.fit()
     if res is None:
         raise _FitFailed("ordinal GEE returned no estimates")
-    return _gee_rows(res, alpha)
+    return _gee_rows(res)
 
 
 def _n_params(kind: str, n_fixed: int, data: pl.DataFrame) -> int:
@@ -326,14 +347,12 @@ def _n_params(kind: str, n_fixed: int, data: pl.DataFrame) -> int:
     return n_fixed
 
 
-def fit_metric(
-    run_table: pl.DataFrame, metric: str, confidence: float = 0.95, min_n: int = 5
-) -> pl.DataFrame:
+def fit_metric(run_table: pl.DataFrame, metric: str, min_n: int = 5) -> pl.DataFrame:
     """The rows of one metric's model (see the module docstring); never raises on data.
 
-    Below ``min_n`` independent tasks (``n_groups``) the coefficients stay (effect sizes)
-    but ci_low, ci_high and p_value are null and the note opens with
-    :func:`mastif.analysis.inference.small_sample_reason`'s sentence."""
+    Every estimate is descriptive: ci_low, ci_high and p_value are null and the note opens
+    with :data:`DESCRIPTIVE`; below ``min_n`` independent tasks (``n_groups``) with
+    :func:`mastif.analysis.inference.small_sample_reason`'s sentence before it."""
     kind = MODEL_KINDS[metric]
     n_obs: int | None = None
     n_groups: int | None = None
@@ -358,16 +377,15 @@ def fit_metric(
         n_params = _n_params(kind, design.shape[1], data)
         if n_obs <= n_params:
             raise _Insufficient(f"n_obs = {n_obs} <= {n_params} parameters")
-        alpha = 1.0 - confidence
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
                 if kind == "lmm":
-                    rows = _fit_lmm(data, f"y ~ {rhs}", alpha)
+                    rows = _fit_lmm(data, f"y ~ {rhs}")
                 elif kind == "gee_binomial":
-                    rows = _fit_gee_binomial(data, f"y ~ {rhs}", alpha)
+                    rows = _fit_gee_binomial(data, f"y ~ {rhs}")
                 else:
-                    rows = _fit_ordinal_gee(data, design, alpha)
+                    rows = _fit_ordinal_gee(data, design)
             except (_FitFailed, _Insufficient):
                 raise
             except Exception as exc:  # statsmodels: LinAlgError, ValueError, ...
@@ -385,15 +403,13 @@ def fit_metric(
     if not ok:
         messages.insert(0, "not converged")
     reason = small_sample_reason(int(n_groups), min_n)
-    note = "; ".join([*([reason] if reason else []), SCALES[kind], *notes, *messages])
+    note = "; ".join([*([reason] if reason else []), DESCRIPTIVE, SCALES[kind], *notes, *messages])
     out = []
     for r in rows:
-        row = _one_row(metric, kind, note, n_obs, n_groups)
+        row = _one_row(metric, kind, note, n_obs, n_groups)  # ci_low, ci_high, p_value null
         row["term"] = r["term"]
-        for col in ("estimate", "std_error", "ci_low", "ci_high", "p_value"):
+        for col in ("estimate", "std_error"):
             row[col] = _float(r.get(col))
-        if reason is not None:  # no significance below min_n tasks: the estimate stays
-            row["ci_low"] = row["ci_high"] = row["p_value"] = None
         row["converged"] = bool(r["converged"]) and ok
         out.append(row)
     return _frame(out)
@@ -414,22 +430,18 @@ def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
 
 def mixed_models(
     run_table: pl.DataFrame,
-    confidence: float = 0.95,
     *,
     min_n: int = 5,
     metrics: Sequence[str] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> pl.DataFrame:
-    """``results/stats/mixed_models.parquet``: one model per metric (:data:`MODEL_KINDS`).
-
-    ``confidence`` is the level of every interval (0 < confidence < 1); below ``min_n``
-    independent tasks (``stats.min_n``) no interval and no p (see :func:`fit_metric`).
+    """``results/stats/mixed_models.parquet``: one model per metric (:data:`MODEL_KINDS`),
+    its coefficients descriptive (no interval, no p; see :func:`fit_metric`); ``min_n``
+    (``stats.min_n``) is the number of tasks below which the note says the sample is small.
     """
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     frames = [pl.DataFrame(schema=MIXED_SCHEMA)]
     for metric in metrics if metrics is not None else MODEL_KINDS:
         if progress is not None:
             progress(metric)
-        frames.append(fit_metric(run_table, metric, confidence, min_n))
+        frames.append(fit_metric(run_table, metric, min_n))
     return pl.concat(frames, how="vertical")

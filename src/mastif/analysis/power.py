@@ -2,7 +2,7 @@
 sample of this size to detect it (issue 17, ``mastif power``).
 
 The design is paired: both stacks run the same tasks, and the comparison of their binary
-success is the exact McNemar test (as in :mod:`mastif.analysis.blocked`'s pairwise table), which only
+success is the exact McNemar test on paired tasks (one run each), which only
 looks at the discordant tasks (one stack succeeds, the other fails). Power depends on the
 number of tasks ``n``, the baseline success rate ``p`` of the weaker stack, the difference
 ``d`` and how strongly the two stacks' outcomes on a task go together (the phi correlation

@@ -37,8 +37,10 @@ class Scale(StrEnum):
 
     #: the judge's ordinal score, one of :data:`SCORE_ANCHORS` per run
     SCORE = "score"
-    #: a share in [0, 1] (a run's successful tool calls, a check's pass)
+    #: a share in [0, 1] (a run's successful tool calls)
     RATE = "rate"
+    #: 0/1 per run (a check passed or not), a rate over runs
+    BINARY = "binary"
     #: a social-value score in [0, 1]
     VALUE = "value"
     #: seconds, > 0, right-skewed: compared on the log scale
@@ -82,7 +84,7 @@ class Metric:
     @property
     def bounded(self) -> bool:
         """A number in [0, 1]: axes stop there."""
-        return self.scale in (Scale.SCORE, Scale.RATE, Scale.VALUE)
+        return self.scale in (Scale.SCORE, Scale.RATE, Scale.BINARY, Scale.VALUE)
 
     @property
     def log_scale(self) -> bool:
@@ -116,7 +118,7 @@ METRICS: dict[str, Metric] = {
         _metric("SVS", "Social value stability of a stack (SVS)", "Social value score (SVS)",
                 "SVS (score, 0–1)", None, True, Scale.VALUE, Counts.ANSWERED, "Eq. 8", "RQ4"),
         _metric("success", "Success by the tasks' checks", "Success by the tasks' checks",
-                "success (rate, 0–1)", None, True, Scale.RATE, Counts.ALL, None, None),
+                "success (rate, 0–1)", None, True, Scale.BINARY, Counts.ALL, None, None),
     )
 }  # fmt: skip
 
@@ -132,6 +134,8 @@ COMPLETED_ONLY: frozenset[str] = frozenset(
 ANSWERED_ONLY: frozenset[str] = frozenset(
     n for n, m in METRICS.items() if m.counts is Counts.ANSWERED
 )
+#: the metrics per run the statistics test: the paper's, then the tasks' checks
+TESTED: tuple[str, ...] = (*PER_RUN, "success")
 #: Table 6's metrics: the paper's best level per factor for each research question
 BEST_LEVEL_METRICS: tuple[str, ...] = ("TCR", "CT", "V", "TUSR", "IVS")
 #: the objectives of E (Eq. 4): a stack's Pareto front over completion, time and tokens

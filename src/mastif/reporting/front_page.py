@@ -61,7 +61,6 @@ def joint_rows(joint: pl.DataFrame, alpha: float, small_sample: str | None) -> l
             if r["statistic"] is not None and df is not None and n is not None
             else "—"
         )
-        note = r["note"] or ""
         rows.append(
             [
                 r["metric"] or "—",

@@ -320,7 +320,8 @@ def mixed_joint_table(
     for row in joint.sort(*order).iter_rows(named=True):
         tasks = row["n_tasks"] if row["n_tasks"] is not None else n_tasks
         reason = _reason(tasks, min_n)
-        if reason is not None:
+        # a row without a term says why the metric has no test at all: keep that
+        if reason is not None and row["term"] is not None:
             row |= {"p_value": None, "p_adjusted": None, "note": reason}
         rows.append(row)
     return pl.DataFrame(rows, schema=MIXED_JOINT_SCHEMA)
