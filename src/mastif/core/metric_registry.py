@@ -136,6 +136,9 @@ ANSWERED_ONLY: frozenset[str] = frozenset(
 )
 #: the metrics per run the statistics test: the paper's, then the tasks' checks
 TESTED: tuple[str, ...] = (*PER_RUN, "success")
+#: the order the joint tests, their figure and the viewer's grid list metrics: the tasks'
+#: checks first (they need no judge), then the paper's
+CHECK_FIRST: tuple[str, ...] = ("success", *PER_RUN)
 #: Table 6's metrics: the paper's best level per factor for each research question
 BEST_LEVEL_METRICS: tuple[str, ...] = ("TCR", "CT", "V", "TUSR", "IVS")
 #: the objectives of E (Eq. 4): a stack's Pareto front over completion, time and tokens

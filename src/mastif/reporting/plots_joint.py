@@ -96,7 +96,7 @@ def plot_joint_effects(
 ) -> list[Path]:
     """``out_stem``.png/.svg: metrics (with level means) × factors (those with levels)."""
     # the joint tests' table order: the checks' success first, then the paper's metrics
-    order = ("success", *registry.PER_RUN, *JOINT_KINDS)
+    order = (*registry.CHECK_FIRST, *JOINT_KINDS)
     present = set(levels["metric"].to_list())
     metrics = [m for m in dict.fromkeys(order) if m in present]
     factors = [f for f in FACTORS if f in set(levels["factor"].to_list())]

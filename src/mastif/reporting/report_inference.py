@@ -296,7 +296,7 @@ def kruskal_summary(
 # ---------------------------------------------------------------------------------------------
 # The mixed models' joint tests (results/stats/mixed_joint.parquet)
 
-MIXED_METRIC_ORDER: tuple[str, ...] = ("success", *registry.PER_RUN)
+MIXED_METRIC_ORDER: tuple[str, ...] = registry.CHECK_FIRST
 
 
 def mixed_joint_table(

@@ -20,21 +20,29 @@ from typing import Any
 
 import polars as pl
 
+from mastif.core import metric_registry as registry
 from mastif.core.factors import STACK_KEYS
 from mastif.core.textclip import clip_text
 
-#: metrics of ``results/metrics/runs.parquet`` the grid can colour and sort by, with how the
-#: page scales them: "bool" (true/false), "score" (0..1, higher is better), "amount" (a
-#: non-negative quantity scaled over its observed range, lower is not judged better or worse)
+#: how the page scales a metric of the registry (mastif.core.metric_registry): "bool"
+#: (true/false), "score" (0..1, higher is better), "amount" (a non-negative quantity scaled
+#: over its observed range, lower is not judged better or worse)
+_GRID_KIND: dict[registry.Scale, str] = {
+    registry.Scale.BINARY: "bool",
+    registry.Scale.SCORE: "score",
+    registry.Scale.RATE: "score",
+    registry.Scale.VALUE: "score",
+    registry.Scale.SECONDS: "amount",
+    registry.Scale.TOKENS: "amount",
+}
+
+#: columns of ``results/metrics/runs.parquet`` the grid can colour and sort by, with their
+#: label and kind: the registry's per-run metrics (its words), then counts and cost
 GRID_METRICS: tuple[tuple[str, str, str], ...] = (
-    ("success", "check success", "bool"),
-    ("TCR", "judge TCR", "score"),
-    ("TU", "judge TU", "score"),
-    ("TA", "judge TA", "score"),
-    ("TUSR", "tool success rate", "score"),
-    ("IVS", "IVS", "score"),
-    ("CT", "wall seconds (CT)", "amount"),
-    ("V", "completion tokens (V)", "amount"),
+    *(
+        (m, registry.metric(m).axis, _GRID_KIND[registry.metric(m).scale])
+        for m in registry.CHECK_FIRST
+    ),
     ("n_tool_calls", "tool calls", "amount"),
     ("protocol_messages", "protocol messages", "amount"),
     ("cost_usd", "cost (USD)", "amount"),
