@@ -310,7 +310,8 @@ def _label_text(text):
 def get_judge_gate_labels(wildcards):
     """{"judge gate": the gate's verdict} (mastif.analysis.inference.gate_verdict of
     results/stats/judge_validity.parquet; "no judge-validity result" without it): the label of
-    every figure and table built on judge scores, and the report's first line."""
+    every figure and table built on judge scores (the front page prints it after the joint
+    tests)."""
     import polars as pl
 
     from mastif.analysis.inference import gate_verdict

@@ -17,8 +17,8 @@ Every table, figure, report caption and the viewer apply the same two rules (iss
   "not assessable", never "NOT validated: κ 0.00" and never "validated". :func:`assess_gate`
   is the one definition (it also sets ``validated`` of every row of
   ``results/stats/judge_validity.parquet``); :func:`gate_verdict` applies it to that table's
-  pooled row and turns it into one sentence, which stands at the top of the report, in
-  every figure and table built on judge scores, and in the viewer.
+  pooled row and turns it into one sentence, which stands on the report's front page (after
+  the joint tests), in every figure and table built on judge scores, and in the viewer.
 
 This module reads tables; it imports nothing of the stages that write them.
 """
