@@ -130,8 +130,9 @@ def test_end_to_end_on_the_bundled_model(pipeline_copy):
     assert mixed["note"].str.starts_with("insufficient").all()
     assert "add tasks" in (results / "tables/power.md").read_text()
     pngs = sorted((results / "plots").glob("*.png"))
-    # 7 violins, Pareto, top values, effects with CIs
-    assert len(pngs) == 7 + 1 + 1 + 1 and all(p.stat().st_size > 1000 for p in pngs)
+    # 7 violins, Pareto, top values, effects with CIs, the joint tests' levels
+    assert len(pngs) == 7 + 1 + 1 + 1 + 1 and all(p.stat().st_size > 1000 for p in pngs)
+    assert (results / "report/front_page.rst").read_text().startswith("Does a factor matter?")
     assert (results / "tables/table2_task_completion.md").read_text().strip()
 
     report = snakemake(
@@ -155,7 +156,7 @@ def test_end_to_end_on_the_bundled_model(pipeline_copy):
     assert dry_run_rules() == {
         "judge_runs", "aggregate_metrics", "test_factors", "mixed_models", "blocked_tests", "plot_violins",
         "plot_pareto", "bootstrap_effects", "plot_effects", "write_tables", "judge_agreement",
-        "build_viewer", "judge_gate", "all",
+        "build_viewer", "judge_gate", "joint_tests", "plot_joint_effects", "front_page", "all",
     }  # fmt: skip
     rubric.write_text(original)
     # a prompt edit reruns execution (and everything after it), not sampling
