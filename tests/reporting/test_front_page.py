@@ -76,8 +76,9 @@ def test_joint_figure_draws_levels_intervals_and_the_gate(tmp_path: Path, monkey
     figures = []
     monkeypatch.setattr(plots_joint, "save_figure", lambda fig, stem: figures.append(fig) or [])
     data = runs(20)
-    joint = joint_tests(data, min_n=5)
-    levels, _ = joint_contrasts(data, min_n=5)
+    # two metrics are enough to draw every kind of panel (and keep the test fast)
+    joint = joint_tests(data, min_n=5, metrics=["TCR", "CT"])
+    levels, _ = joint_contrasts(data, min_n=5, metrics=["TCR", "CT"])
     plot_joint_effects(joint, levels, tmp_path / "x", judge_gate="x")
     fig = figures[0]
     gids = [a.get_gid() for ax in fig.axes for a in [*ax.lines, *ax.collections]]
@@ -88,8 +89,8 @@ def test_joint_figure_draws_levels_intervals_and_the_gate(tmp_path: Path, monkey
     # below the interval floor: hollow markers, no whisker
     figures.clear()
     small = runs(8)
-    levels, _ = joint_contrasts(small, min_n=5)
-    plot_joint_effects(joint_tests(small, min_n=5), levels, tmp_path / "y")
+    levels, _ = joint_contrasts(small, min_n=5, metrics=["TCR"])
+    plot_joint_effects(joint_tests(small, min_n=5, metrics=["TCR"]), levels, tmp_path / "y")
     gids = [a.get_gid() for ax in figures[0].axes for a in [*ax.lines, *ax.collections]]
     assert "no_interval" in gids and "level_whiskers" not in gids
 
