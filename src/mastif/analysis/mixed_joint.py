@@ -219,16 +219,25 @@ def joint_response(run_table: pl.DataFrame, metric: str) -> tuple[pl.DataFrame, 
     return data.drop_nulls(), []
 
 
+def _prepared(
+    run_table: pl.DataFrame, metric: str
+) -> tuple[pl.DataFrame, list[str], list[str], list[str]]:
+    """(runs with ``y``, active factors, notes on runs left out, notes on factors dropped);
+    raises :class:`_Insufficient` when the metric has no values or no factor two levels."""
+    data, notes = joint_response(run_table, metric)
+    if data.height == 0:
+        raise _Insufficient(f"no {metric} values")
+    active, dropped = _active_factors(data)
+    if not active:
+        raise _Insufficient("no factor has two levels")
+    return data, active, notes, dropped
+
+
 def joint_metric(run_table: pl.DataFrame, metric: str, min_n: int = 5) -> list[dict[str, Any]]:
     """The joint-test rows of one metric (unadjusted); never raises on data."""
     kind = JOINT_KINDS[metric]
     try:
-        data, notes = joint_response(run_table, metric)
-        if data.height == 0:
-            raise _Insufficient(f"no {metric} values")
-        active, dropped = _active_factors(data)
-        if not active:
-            raise _Insufficient("no factor has two levels")
+        data, active, notes, dropped = _prepared(run_table, metric)
     except _Insufficient as exc:
         return [_row(metric, None, None, None, f"insufficient: {exc}")]
     terms = _terms(active)
@@ -332,12 +341,7 @@ def level_contrasts(
 
     kind = JOINT_KINDS[metric]
     try:
-        data, _notes = joint_response(run_table, metric)
-        if data.height == 0:
-            raise _Insufficient(f"no {metric} values")
-        active, _dropped = _active_factors(data)
-        if not active:
-            raise _Insufficient("no factor has two levels")
+        data, active, _notes, _dropped = _prepared(run_table, metric)
     except _Insufficient:
         return [], []
     m, levels, tasks, _ = cell_means(data, active)
