@@ -48,7 +48,7 @@ def test_a_plugin_is_found_once_installed(tiny_installed):
 
 def test_an_unknown_framework_is_named_with_what_is_installed():
     with pytest.raises(
-        FrameworkNotFound, match=r"unknown framework 'tiny'; installed: agent_framework, crewai"
+        FrameworkNotFound, match=r"unknown framework 'tiny'; installed: ag2, agent_framework, agno"
     ):
         get_framework("tiny")
 
