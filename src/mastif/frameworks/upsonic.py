@@ -88,7 +88,7 @@ from upsonic.models.settings import ModelSettings  # noqa: E402
 from upsonic.models.wrapper import WrapperModel  # noqa: E402
 from upsonic.providers.openai import OpenAIProvider  # noqa: E402
 from upsonic.tools import Tool, ToolConfig, ToolMetadata  # noqa: E402
-from upsonic.tools.mcp import MCPHandler  # noqa: E402
+from upsonic.tools.mcp import MCPHandler, MCPTool  # noqa: E402
 from upsonic.tools.schema import FunctionSchema  # noqa: E402
 
 from mastif.frameworks.base import Dispatch, RunContext  # noqa: E402
@@ -205,6 +205,22 @@ class GatewayTool(Tool):
         return result.output
 
 
+class PlacedMCPTool(MCPTool):
+    """Upsonic's MCP tool, marking its call as reaching a tool (the MCP server records it);
+    no retries of its own (see the module)."""
+
+    def __init__(self, objects: RunObjects, handler: MCPHandler, info: Any):
+        super().__init__(handler, info)
+        self.config = ToolConfig(**TOOL_CONFIG)
+        self.objects = objects
+
+    async def execute(self, **arguments: Any) -> Any:
+        visit = self.objects.visit_state
+        if visit is not None:
+            self.objects.starts(visit, self.name, arguments)
+        return await super().execute(**arguments)
+
+
 def gateway_model(ctx: RunContext, node: str, stack: contextlib.AsyncExitStack) -> Any:
     """Upsonic's OpenAI chat model at the node's gateway URL, on our OpenAI client."""
     s = ctx.client_settings(node)
@@ -268,8 +284,8 @@ class RunObjects:
         await session.initialize()
         handler = MCPHandler(session=session, transport="streamable-http", url=ctx.mcp_url)
         await handler.connect()  # lists the server's tools on the run's session
-        for tool in handler.tools:
-            tool.config = ToolConfig(**TOOL_CONFIG)
+        # the same tools, each telling the record when a call of the reply reaches it
+        handler.tools = [PlacedMCPTool(self, handler, t.tool_info) for t in handler.tools]
         self.mcp = handler
         return handler
 
