@@ -44,8 +44,8 @@ the job's shared async httpx client), one per node; temperature, max_tokens and 
 memory, storage, reflection, policies, culture or context management.
 
 Tools: in-process, each a :class:`GatewayTool` (an Upsonic ``Tool`` with the protocol's JSON
-schema) whose ``execute`` calls ``ctx.call_tool``; a failed call raises, which Upsonic answers
-"Error executing tool: <error>". Under ``mcp``: Upsonic's ``MCPHandler`` and ``MCPTool`` s on
+schema) whose ``execute`` calls ``ctx.call_tool``; a failed call raises, and Upsonic's tool
+manager answers the model with the error's text. Under ``mcp``: Upsonic's ``MCPHandler`` and ``MCPTool`` s on
 an MCP SDK ``ClientSession`` over streamable HTTP at ``ctx.mcp_url`` (the handler's
 ``session=`` argument, its way to take a session it did not open: the run's HTTP client
 factory, which times the exchanges and sends the MCP server's key, has no place in its
@@ -200,7 +200,7 @@ class GatewayTool(Tool):
         assert visit is not None
         objects.starts(visit, self.name, arguments)
         result = await ctx.call_tool(visit.node.name, visit.step, self.name, arguments)
-        if not result.ok:  # Upsonic's way to show a tool's error: "Error executing tool: ..."
+        if not result.ok:  # Upsonic's way to show a tool's error: its tool manager sends its text
             raise RuntimeError(result.error or f"{self.name} failed")
         return result.output
 
