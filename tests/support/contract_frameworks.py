@@ -37,6 +37,9 @@ INVALID_JSON_ERRORS: dict[str, str | None] = {
     "openai_agents": "Invalid JSON input for tool",  # the Agents SDK's own refusal text
     "pydantic_ai": "Invalid JSON",  # Pydantic AI's validation error (json_invalid) retry text
     "haystack": "malformed JSON string",  # OpenAIChatGenerator drops the call (its warning)
+    # Upsonic reads what it can of the text (a partial parse) and its executor refuses the
+    # call for the argument it could not recover
+    "upsonic": "Missing required argument",
 }
 
 
@@ -48,6 +51,18 @@ def invalid_json_error(framework: str) -> str | None:
 #: of OpenAI ``tool`` messages (smolagents: "Observation:" / "Error:" user turns; a failed
 #: call ends its step, so the results of the reply's other calls are not shown)
 TEXT_TOOL_RESULTS: frozenset[str] = frozenset({"smolagents"})
+
+
+#: how a framework writes a tool's text output back in the ``tool`` message, where it is not the
+#: text as it is (Upsonic: its executor's result dict, as JSON)
+TOOL_RESULT_FORMATS: dict[str, str] = {
+    "upsonic": '{{"func":"{output}"}}',
+}
+
+
+def tool_result_text(framework: str, output: str) -> str:
+    """The ``tool`` message content ``framework`` sends back for a tool's text ``output``."""
+    return TOOL_RESULT_FORMATS.get(framework, "{output}").format(output=output)
 
 
 def results_follow_up(framework: str, requests: list[dict]) -> dict:
