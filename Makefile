@@ -173,7 +173,7 @@ test-fast: setup envs-all
 	exit $$status
 
 # every framework under every protocol on the real model (make test runs each under standard
-# and LangGraph under mcp and a2a too): 36 more cells, ~25 more minutes
+# and LangGraph under mcp and a2a too): 36 more cells
 test-real-all: setup envs-all
 	MASTIF_REAL_ALL=1 $(BIN)/python -m pytest tests/frameworks/test_frameworks_real.py
 
