@@ -4,7 +4,7 @@ Every adapter has the same signature (``async run(ctx: RunContext) -> str``), ca
 only through the gateway URL in its context and tools only through ``ctx.call_tool``.
 
 Adapters are registered under the entry-point group :data:`ENTRY_POINT_GROUP`
-(``mastif.frameworks``): ``name = "package.module:AdapterClass"``. mastif's own ten are
+(``mastif.frameworks``): ``name = "package.module:AdapterClass"``. mastif's own nineteen are
 registered the same way in its ``pyproject.toml``, so a user package adds a framework by
 declaring one entry point, without editing mastif (``docs/frameworks.md``, "Write your
 own"). Names are read from the installed distributions' metadata; a module is imported
@@ -35,7 +35,7 @@ ENTRY_POINT_GROUP = "mastif.frameworks"
 
 #: the frameworks mastif ships: every contract test runs on each of them (plugins are
 #: checked by their own tests). The seed paper's four are the default grid
-#: (config/config.yaml); config/experiments/frameworks10.yaml runs all ten.
+#: (config/config.yaml); config/experiments/frameworks_all.yaml runs all nineteen.
 FRAMEWORKS = (
     "langgraph", "langchain", "crewai", "semantic_kernel", "llamaindex", "smolagents",
     "agent_framework", "pydantic_ai", "openai_agents", "haystack",
