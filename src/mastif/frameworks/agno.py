@@ -66,7 +66,8 @@ functions take (``ctx.call_tool(issued=...)``) although Agno runs them concurren
 Telemetry: Agno posts a run event to its API (``os-api.agno.com``) for every Agent, Team and
 Workflow run unless ``telemetry`` is off, and the environment variable ``AGNO_TELEMETRY``
 overrides the constructor flag at every run; this module sets ``AGNO_TELEMETRY=false`` when it
-is imported and builds every Agent and the Workflow with ``telemetry=False``. Agno 3.1 has no
+is imported and again whenever it builds a run's agents or workflow (whatever else set it
+since), and builds every Agent and the Workflow with ``telemetry=False``. Agno 3.1 has no
 other monitoring; its OpenTelemetry tracing is opt-in (``agno.tracing.setup_tracing``) and not
 set up.
 """
@@ -75,9 +76,14 @@ from __future__ import annotations
 
 import os
 
-# before anything of Agno runs: the variable wins over ``telemetry=False`` (agent/_init.py
-# ``set_telemetry``, read at every run), so an environment that says "true" must not turn it on
-os.environ["AGNO_TELEMETRY"] = "false"
+
+def telemetry_off() -> None:
+    """``AGNO_TELEMETRY=false``: the variable wins over ``telemetry=False`` (Agno reads it at
+    every Agent, Team and Workflow run), so an environment saying "true" must not turn it on."""
+    os.environ["AGNO_TELEMETRY"] = "false"
+
+
+telemetry_off()  # before anything of Agno runs; again whenever a run's objects are built
 
 from collections.abc import AsyncIterator  # noqa: E402
 from contextlib import AsyncExitStack, asynccontextmanager  # noqa: E402
@@ -410,6 +416,7 @@ class AgnoAdapter:
         """The run's agents and tools, closed on exit (clients, the MCP session)."""
         async with AsyncExitStack() as stack:
             with ctx.setting_up():
+                telemetry_off()
                 objects = await RunObjects.build(ctx, stack)
             yield objects
 
@@ -422,6 +429,7 @@ class AgnoAdapter:
         """The Agno workflow, each node visit handed to ``dispatch`` (in :meth:`run` the
         node's Agent; under ``a2a`` an A2A request to the node's agent)."""
         with ctx.setting_up():
+            telemetry_off()
             workflow, state = build_workflow(ctx, dispatch)
         await workflow.arun(input=ctx.task.confirmed_task)
         return state.last
