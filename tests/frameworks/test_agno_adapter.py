@@ -217,7 +217,9 @@ def test_refusals_are_agnos_and_recorded_in_order(tmp_path, fake_model_config):
     ids = [c["id"] for c in asked["tool_calls"]]
     # Agno writes its refusals first, then the results of the calls it ran
     assert [m["tool_call_id"] for m in tool_msgs] == [ids[0], ids[2], ids[1], ids[3]]
-    assert tool_msgs[0]["content"] == "Error: The requested tool does not exist or is not available."
+    assert (
+        tool_msgs[0]["content"] == "Error: The requested tool does not exist or is not available."
+    )
     assert tool_msgs[1]["content"].startswith("Error while decoding function arguments:")
     assert tool_msgs[2]["content"] == "95"
 
