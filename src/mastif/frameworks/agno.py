@@ -407,7 +407,7 @@ class AgnoAdapter:
     name = "agno"
     #: the distributions a run uses (mastif.core.provenance); under mcp also ``mcp_packages``
     packages = ("agno", "openai")
-    mcp_packages = ("fastmcp", "mcp")
+    mcp_packages = ("fastmcp-slim", "mcp")
     #: no private member of Agno is overridden or called
     private_members = ()
 
