@@ -22,15 +22,16 @@ same workflow) an A2A request to the node's agent, which serves it with
 ``max_retries=0`` (Agno retries a failed step 3 times by default), and steps and
 ``Condition`` s ``on_error=fail`` (``HumanReview``; by default Agno logs a failed step, records
 it as skipped and goes on with the next one): a provider error ends the workflow as it does
-for every framework. The workflow's
-output is the last node's text (Agno's own run output would be the ``Condition``'s
-"not met" note when the loop's last node was skipped).
+for every framework. The workflow's output is the last node's text (Agno's own run output
+would be the ``Condition``'s "not met" note when the loop's last node was skipped).
 
 A node visit is ``Agent.arun(prompt)``: Agno's agent run and its model's tool loop
 (``Model.aresponse``: model request, the reply's calls run concurrently with ``asyncio.gather``,
 ``tool`` messages, next request). Each node's Agent has no instructions, no db, no memory, no
 history (``add_history_to_context`` off: each visit a fresh conversation), ``retries=0``,
-``telemetry=False``; tools only on nodes that use them.
+``telemetry=False``; tools only on nodes that use them. The visit's text is Agno's run
+content: the text of every reply of the visit, joined (Agno's own; text a model writes beside
+its tool calls is part of it).
 
 Model: :class:`GatewayModel`, Agno's ``OpenAILike`` (its OpenAI-compatible chat-completions
 class) at ``ctx.llm_base_url(node)``, ``api_key`` the gateway token, the client timeout,
@@ -49,7 +50,7 @@ classifies it like every framework's.
 Tools: in-process, an Agno ``Function`` per protocol tool (its name, description and JSON
 schema as the ``parameters``, ``skip_entrypoint_processing``, as Agno's ``MCPTools`` builds its
 functions) whose entrypoint calls ``ctx.call_tool``. Under ``mcp``: Agno's ``MCPTools`` on the
-run's MCP server, connected once per run (so the agents neither connect nor close it per run),
+run's MCP server, connected once per run (so the agents neither connect nor close it per visit),
 on a ``fastmcp.Client`` built as ``MCPTools`` builds its own for ``transport="streamable-http"``
 (a ``StreamableHttpTransport``, the client timeout of 10 s, the "legacy" protocol mode), with the
 run's httpx client factory (``ctx.mcp_http``: timed exchanges, the server's key) in place of
