@@ -45,6 +45,7 @@ FRAMEWORK_MODULES: dict[str, tuple[str, ...]] = {
     "openai_agents": ("agents",),
     "haystack": ("haystack", "haystack_integrations"),
     "upsonic": ("upsonic",),
+    "agno": ("agno",),
 }
 
 

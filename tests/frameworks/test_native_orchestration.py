@@ -35,6 +35,7 @@ CONSTRUCTS: dict[str, tuple[str, str]] = {
     "openai_agents": ("mastif.frameworks.openai_agents", "OpenAIAgentsAdapter.orchestrate"),
     "haystack": ("mastif.frameworks.haystack", "build_pipeline"),
     "upsonic": ("mastif.frameworks.upsonic", "build_graph"),
+    "agno": ("mastif.frameworks.agno", "build_workflow"),
 }
 
 

@@ -40,6 +40,7 @@ INVALID_JSON_ERRORS: dict[str, str | None] = {
     # Upsonic reads what it can of the text (a partial parse) and its executor refuses the
     # call for the argument it could not recover
     "upsonic": "Missing required argument",
+    "agno": "Error while decoding function arguments",  # Agno's own refusal text
 }
 
 
@@ -83,6 +84,7 @@ def results_follow_up(framework: str, requests: list[dict]) -> dict:
 #: (framework, MCP SDK line of its environment) -> name
 MCP_CLIENT_NAMES: dict[tuple[str, int], str] = {
     ("pydantic_ai", 2): "fastmcp",  # FastMCP 4, Pydantic AI's client on the SDK 2 line
+    ("agno", 2): "fastmcp",  # Agno's MCPTools runs on a fastmcp Client (agno[mcp]: SDK 2 only)
 }
 
 
