@@ -93,8 +93,7 @@ from autogen_agentchat.agents import AssistantAgent, BaseChatAgent  # noqa: E402
 from autogen_agentchat.base import Response  # noqa: E402
 from autogen_agentchat.messages import BaseChatMessage, TextMessage  # noqa: E402
 from autogen_agentchat.teams import DiGraphBuilder, GraphFlow  # noqa: E402
-from autogen_core import CancellationToken  # noqa: E402
-from autogen_core import FunctionCall  # noqa: E402
+from autogen_core import CancellationToken, FunctionCall  # noqa: E402
 from autogen_core.models import (  # noqa: E402
     CreateResult,
     FunctionExecutionResultMessage,
@@ -126,7 +125,9 @@ MODEL_INFO = ModelInfo(
 
 #: the run's ``ctx.mcp_http`` while its McpWorkbench starts (the session actor's task,
 #: created in ``start()``, keeps a copy of this context)
-MCP_HTTP: contextvars.ContextVar[Any] = contextvars.ContextVar("mastif_autogen_mcp_http", default=None)
+MCP_HTTP: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "mastif_autogen_mcp_http", default=None
+)
 
 if not hasattr(mcp_session, "streamablehttp_client"):  # pragma: no cover - a changed AutoGen
     raise ImportError("autogen_ext.tools.mcp._session no longer opens streamablehttp_client")
@@ -534,7 +535,9 @@ def build_graph(ctx: RunContext, dispatch: Dispatch, state: GraphRun) -> GraphFl
     return GraphFlow(builder.get_participants(), graph=builder.build(), max_turns=visits + 2)
 
 
-async def run_graph(team: GraphFlow, task: str, state: GraphRun, tokens: list[CancellationToken]) -> str:
+async def run_graph(
+    team: GraphFlow, task: str, state: GraphRun, tokens: list[CancellationToken]
+) -> str:
     """Run the team; the exception a participant raised, as itself; on cancellation stop
     the team and the model request in flight (``tokens``) at once."""
     team_token = CancellationToken()
@@ -555,11 +558,14 @@ async def run_graph(team: GraphFlow, task: str, state: GraphRun, tokens: list[Ca
         if state.error is not None and state.error is not exc:
             raise state.error from exc
         raise
-    texts = [m.to_text() for m in result.messages if isinstance(m, TextMessage) and m.source == FINISH]
+    texts = [
+        m.to_text() for m in result.messages if isinstance(m, TextMessage) and m.source == FINISH
+    ]
     return texts[-1] if texts else ""
 
 
 # --------------------------------------------------------------------------- the adapter
+
 
 class AutoGenAdapter:
     name = "autogen"
