@@ -46,6 +46,7 @@ FRAMEWORK_MODULES: dict[str, tuple[str, ...]] = {
     "haystack": ("haystack", "haystack_integrations"),
     "upsonic": ("upsonic",),
     "agno": ("agno",),
+    "autogen": ("autogen_agentchat", "autogen_core", "autogen_ext"),
 }
 
 

@@ -36,6 +36,7 @@ CONSTRUCTS: dict[str, tuple[str, str]] = {
     "haystack": ("mastif.frameworks.haystack", "build_pipeline"),
     "upsonic": ("mastif.frameworks.upsonic", "build_graph"),
     "agno": ("mastif.frameworks.agno", "build_workflow"),
+    "autogen": ("mastif.frameworks.autogen", "build_graph"),
 }
 
 

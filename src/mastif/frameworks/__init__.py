@@ -15,9 +15,9 @@ framework runs and its prompts (``plan.py``), delegation to agents (``orchestrat
 and one adapter per framework: ``langgraph.py``, ``langchain.py``, ``crewai/``,
 ``semantic_kernel.py``, ``llamaindex.py``, ``smolagents.py`` (its tools in
 ``smolagents_tools.py``), ``agent_framework.py``, ``pydantic_ai.py``, ``openai_agents.py``,
-``haystack.py``, ``agno.py``, ``upsonic.py``; what adapters share:
+``smolagents_tools.py``), ``agent_framework.py``, ``pydantic_ai.py``, ``openai_agents.py``,
+``haystack.py``, ``autogen.py``, ``agno.py``, ``upsonic.py``; what adapters share:
 a worker thread's link to its run's event loop
-(``threadbridge.py``) and the MCP SDK's streamable-HTTP client as their MCP integrations
 open it (``mcp_transport.py``).
 
 May import: mastif.core, mastif.tools, mastif.web, mastif.tasks, mastif.providers,
@@ -40,7 +40,7 @@ ENTRY_POINT_GROUP = "mastif.frameworks"
 FRAMEWORKS = (
     "langgraph", "langchain", "crewai", "semantic_kernel", "llamaindex", "smolagents",
     "agent_framework", "pydantic_ai", "openai_agents", "haystack",
-    "agno", "upsonic",
+    "autogen", "agno", "upsonic",
 )  # fmt: skip
 PAPER_FRAMEWORKS = FRAMEWORKS[:4]
 
