@@ -18,6 +18,7 @@ from tests.support.contract_frameworks import (
     TEXT_TOOL_RESULTS,
     invalid_json_error,
     results_follow_up,
+    tool_result_message,
     wire_tool_name,
 )
 from tests.support.fakes import (
@@ -133,7 +134,7 @@ def test_tool_arguments_reach_the_tool_as_produced(tmp_path, fake_model_config, 
     # matched by call id: a framework may write results back as they finish (SK)
     said = {m["tool_call_id"]: m["content"] for m in tool_msgs}
     ok_id, bad_id = (tc["id"] for tc in assistant["tool_calls"])
-    assert said[ok_id] == "95"
+    assert said[ok_id] == tool_result_message(framework, "95")
     # the refused call was answered with the framework's own refusal text (CrewAI: "Tool not found")
     assert len(tool_msgs) == 2 and said[bad_id] != "95"
     assert assistant["content"] == "" and assistant["tool_calls"]

@@ -37,11 +37,24 @@ INVALID_JSON_ERRORS: dict[str, str | None] = {
     "openai_agents": "Invalid JSON input for tool",  # the Agents SDK's own refusal text
     "pydantic_ai": "Invalid JSON",  # Pydantic AI's validation error (json_invalid) retry text
     "haystack": "malformed JSON string",  # OpenAIChatGenerator drops the call (its warning)
+    # OpenAILlm logs arguments that are not JSON and calls the tool with {}: the tool's refusal
+    "google_adk": "is a required property",
 }
 
 
 def invalid_json_error(framework: str) -> str | None:
     return INVALID_JSON_ERRORS.get(framework, "not valid JSON")
+
+
+#: how a framework writes a tool's text result into its ``tool`` message, where that is not
+#: the text as it is (ADK: the JSON of its function response, a text result as ``result``)
+TOOL_RESULT_MESSAGES: dict[str, str] = {
+    "google_adk": '{{"result": "{output}"}}',
+}
+
+
+def tool_result_message(framework: str, output: str) -> str:
+    return TOOL_RESULT_MESSAGES.get(framework, "{output}").format(output=output)
 
 
 #: frameworks that write tool results back to the model as text turns of their own instead
@@ -68,6 +81,8 @@ def results_follow_up(framework: str, requests: list[dict]) -> dict:
 #: (framework, MCP SDK line of its environment) -> name
 MCP_CLIENT_NAMES: dict[tuple[str, int], str] = {
     ("pydantic_ai", 2): "fastmcp",  # FastMCP 4, Pydantic AI's client on the SDK 2 line
+    ("google_adk", 1): "google-adk",  # ADK's McpToolset declares itself on either SDK line
+    ("google_adk", 2): "google-adk",
 }
 
 
