@@ -47,6 +47,7 @@ FRAMEWORK_MODULES: dict[str, tuple[str, ...]] = {
     "upsonic": ("upsonic",),
     "agno": ("agno",),
     "autogen": ("autogen_agentchat", "autogen_core", "autogen_ext"),
+    "google_adk": ("google.adk",),
 }
 
 

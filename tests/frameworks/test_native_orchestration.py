@@ -37,6 +37,7 @@ CONSTRUCTS: dict[str, tuple[str, str]] = {
     "upsonic": ("mastif.frameworks.upsonic", "build_graph"),
     "agno": ("mastif.frameworks.agno", "build_workflow"),
     "autogen": ("mastif.frameworks.autogen", "build_graph"),
+    "google_adk": ("mastif.frameworks.google_adk", "build_workflow"),
 }
 
 

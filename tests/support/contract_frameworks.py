@@ -41,6 +41,8 @@ INVALID_JSON_ERRORS: dict[str, str | None] = {
     # call for the argument it could not recover
     "upsonic": "Missing required argument",
     "agno": "Error while decoding function arguments",  # Agno's own refusal text
+    # OpenAILlm logs arguments that are not JSON and calls the tool with {}: the tool's refusal
+    "google_adk": "is a required property",
 }
 
 
@@ -55,9 +57,11 @@ TEXT_TOOL_RESULTS: frozenset[str] = frozenset({"smolagents"})
 
 
 #: how a framework writes a tool's text output back in the ``tool`` message, where it is not the
-#: text as it is (Upsonic: its executor's result dict, as JSON)
+#: text as it is (Upsonic: its executor's result dict, as JSON; ADK: the JSON of its function
+#: response, a text result as ``result``)
 TOOL_RESULT_FORMATS: dict[str, str] = {
     "upsonic": '{{"func":"{output}"}}',
+    "google_adk": '{{"result": "{output}"}}',
 }
 
 
@@ -85,6 +89,8 @@ def results_follow_up(framework: str, requests: list[dict]) -> dict:
 MCP_CLIENT_NAMES: dict[tuple[str, int], str] = {
     ("pydantic_ai", 2): "fastmcp",  # FastMCP 4, Pydantic AI's client on the SDK 2 line
     ("agno", 2): "fastmcp",  # Agno's MCPTools runs on a fastmcp Client (agno[mcp]: SDK 2 only)
+    ("google_adk", 1): "google-adk",  # ADK's McpToolset declares itself on either SDK line
+    ("google_adk", 2): "google-adk",
 }
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import inspect
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -29,6 +30,14 @@ from mastif.core.timing import InFlight
 from mastif.providers.endpoint import Endpoint
 from mastif.providers.forced_choice import ForcedChoice
 from mastif.providers.scripted import NODE_HEADER
+
+#: the backoff's base wait (0.5 s), under the name the installed tenacity reads: 9.2 renamed
+#: ``initial`` to ``multiplier`` (and warns about the old name); google-genai caps tenacity
+#: below 9.2, so Google ADK's environment has 9.1
+_BASE_WAIT = {
+    "multiplier" if "multiplier" in inspect.signature(wait_exponential_jitter).parameters
+    else "initial": 0.5
+}  # fmt: skip
 
 #: a 429's Retry-After longer than this is capped (a run has its own total timeout)
 MAX_RETRY_AFTER_S = 120.0
@@ -224,7 +233,7 @@ class Upstream:
             exc = state.outcome.exception() if state.outcome else None
             if isinstance(exc, UpstreamError) and exc.retry_after_s is not None:
                 return min(exc.retry_after_s, MAX_RETRY_AFTER_S)
-            return float(wait_exponential_jitter(multiplier=0.5, max=8, jitter=0.5)(state))
+            return float(wait_exponential_jitter(max=8, jitter=0.5, **_BASE_WAIT)(state))
 
         def stop(state: RetryCallState) -> bool:
             return state.attempt_number - throttles > self.retries or throttles > THROTTLE_RETRIES
