@@ -34,12 +34,13 @@ CONSTRUCTS: dict[str, tuple[str, str]] = {
     "pydantic_ai": ("mastif.frameworks.pydantic_ai", "build_graph"),
     "openai_agents": ("mastif.frameworks.openai_agents", "OpenAIAgentsAdapter.orchestrate"),
     "haystack": ("mastif.frameworks.haystack", "build_pipeline"),
+    "camel": ("mastif.frameworks.camel", "CamelAdapter.orchestrate"),
 }
 
 
 #: frameworks without a workflow construct: their adapter's ``orchestrate`` chains the nodes
 #: in plain code, mastif's one chain (``orchestration.run_linear``), as their users would
-PLAIN_CODE = frozenset({"smolagents", "openai_agents"})
+PLAIN_CODE = frozenset({"smolagents", "openai_agents", "camel"})
 
 
 def respond(payload: dict[str, Any]) -> dict[str, Any]:
