@@ -71,6 +71,7 @@ the process's logging (``CAMEL_LOGGING_DISABLED``: it would add a stdout handler
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import os
 from dataclasses import dataclass, field
@@ -293,13 +294,20 @@ class GatewayMCPClient(MCPClient):
             yield streams
 
 
-def placed_mcp_tool(objects: RunObjects, tool: FunctionTool, required: list[str]) -> FunctionTool:
+def placed_mcp_tool(objects: RunObjects, tool: FunctionTool) -> FunctionTool:
     """An MCP tool of CAMEL's toolkit that marks when its call goes to the server (CAMEL's
     MCP tool answers a call missing a required argument itself, without sending it)."""
     send = tool.func.async_call  # type: ignore[attr-defined]
+    # CAMEL gives the tool's function the server's parameters, the required ones without a
+    # default (generate_function_from_mcp_tool)
+    required = {
+        name
+        for name, p in inspect.signature(tool.func).parameters.items()
+        if p.default is inspect.Parameter.empty
+    }
 
     async def placed(**kwargs: Any) -> Any:
-        if set(required) <= set(kwargs):
+        if required <= set(kwargs):
             objects.reached = True
         return await send(**kwargs)
 
@@ -348,11 +356,7 @@ class RunObjects:
         await toolkit.connect()
         stack.push_async_callback(toolkit.disconnect)
         self.mcp = toolkit
-        required = {t.name: list(t.inputSchema.get("required", [])) for t in client._tools}
-        return [
-            placed_mcp_tool(self, t, required.get(t.get_function_name(), []))
-            for t in toolkit.get_tools()
-        ]
+        return [placed_mcp_tool(self, t) for t in toolkit.get_tools()]
 
     async def visit(self, node: PlannedNode, step: int, prompt: str) -> str:
         """One visit of ``node``: one ``astep`` of its agent, in a fresh conversation."""
@@ -374,7 +378,6 @@ PRIVATE_MEMBERS: tuple[PrivateMember, ...] = (
     _camel(ChatAgent, "_aexecute_tool", "overrides it: records the calls CAMEL refuses"),
     _camel(MCPClient, "_create_transport",
            "overrides it: the streamable-HTTP transport on the run's HTTP client factory"),
-    _camel(MCPClient, "_tools", "reads it: the listed tools' required arguments", "instance"),
 )  # fmt: skip
 
 
