@@ -38,12 +38,13 @@ CONSTRUCTS: dict[str, tuple[str, str]] = {
     "agno": ("mastif.frameworks.agno", "build_workflow"),
     "autogen": ("mastif.frameworks.autogen", "build_graph"),
     "google_adk": ("mastif.frameworks.google_adk", "build_workflow"),
+    "camel": ("mastif.frameworks.camel", "CamelAdapter.orchestrate"),
 }
 
 
 #: frameworks without a workflow construct: their adapter's ``orchestrate`` chains the nodes
 #: in plain code, mastif's one chain (``orchestration.run_linear``), as their users would
-PLAIN_CODE = frozenset({"smolagents", "openai_agents"})
+PLAIN_CODE = frozenset({"smolagents", "openai_agents", "camel"})
 
 
 def respond(payload: dict[str, Any]) -> dict[str, Any]:

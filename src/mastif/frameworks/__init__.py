@@ -15,8 +15,7 @@ framework runs and its prompts (``plan.py``), delegation to agents (``orchestrat
 and one adapter per framework: ``langgraph.py``, ``langchain.py``, ``crewai/``,
 ``semantic_kernel.py``, ``llamaindex.py``, ``smolagents.py`` (its tools in
 ``smolagents_tools.py``), ``agent_framework.py``, ``pydantic_ai.py``, ``openai_agents.py``,
-``smolagents_tools.py``), ``agent_framework.py``, ``pydantic_ai.py``, ``openai_agents.py``,
-``haystack.py``, ``autogen.py``, ``google_adk.py``, ``agno.py``, ``upsonic.py``; what adapters share:
+``haystack.py``, ``autogen.py``, ``google_adk.py``, ``agno.py``, ``camel.py``, ``upsonic.py``; what adapters share:
 a worker thread's link to its run's event loop
 open it (``mcp_transport.py``).
 
@@ -40,7 +39,7 @@ ENTRY_POINT_GROUP = "mastif.frameworks"
 FRAMEWORKS = (
     "langgraph", "langchain", "crewai", "semantic_kernel", "llamaindex", "smolagents",
     "agent_framework", "pydantic_ai", "openai_agents", "haystack",
-    "autogen", "google_adk", "agno", "upsonic",
+    "autogen", "google_adk", "agno", "camel", "upsonic",
 )  # fmt: skip
 PAPER_FRAMEWORKS = FRAMEWORKS[:4]
 
