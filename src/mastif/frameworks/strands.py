@@ -194,8 +194,8 @@ class TurnPolicy:
     def shape_request(self, context: InvokeModelContext) -> InvokeModelContext:
         """The node's tool_choice on the visit's first request, auto after; no tools after
         ``max_tool_rounds`` rounds (that request ends the visit in text)."""
-        self.offered = self.offers_tools and self.rounds < self.max_rounds and bool(
-            context.tool_specs
+        self.offered = (
+            self.offers_tools and self.rounds < self.max_rounds and bool(context.tool_specs)
         )
         if not self.offered:
             return context.replace(tool_specs=[], tool_choice=None)
@@ -212,9 +212,7 @@ class TurnPolicy:
             # tool calls in a reply to a request without tools are not run
             kept = [b for b in message["content"] if "toolUse" not in b]
             message = {**message, "content": kept}
-            return InvokeModelResult(
-                ModelStopReason("end_turn", message, stop.usage, stop.metrics)
-            )
+            return InvokeModelResult(ModelStopReason("end_turn", message, stop.usage, stop.metrics))
         self.rounds += 1
         self.reply, self.started = calls, set()
         if self.objects.mcp is None:  # in-process calls take their places as the reply arrives
@@ -466,7 +464,9 @@ def build_graph(ctx: RunContext, dispatch: Dispatch) -> WorkflowGraph:
         builder.add_node(WorkflowNode(ctx, dispatch, node), node.name)
     add_edges(builder, plan, [n.name for n in nodes])
     builder.reset_on_revisit(True)
-    visits = len(plan.before) + len(plan.after) + (len(plan.loop) * plan.max_steps if runs_loop else 0)
+    visits = (
+        len(plan.before) + len(plan.after) + (len(plan.loop) * plan.max_steps if runs_loop else 0)
+    )
     builder.set_max_node_executions(visits)  # the plan's visits: bounds the cycle, never cuts
     builder.set_graph_id("mastif_workflow")
     return WorkflowGraph(builder.build(), ctx)
