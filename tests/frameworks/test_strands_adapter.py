@@ -213,6 +213,50 @@ def test_calls_in_a_reply_to_a_request_without_tools_are_not_run(tmp_path, fake_
     assert out.text == "my answer"
 
 
+def cut_off(content, tool_calls=()):
+    """A chat completion stopped by max_tokens (finish_reason "length")."""
+    message = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = [
+            {"id": f"call_{i}", "type": "function", "function": {"name": n, "arguments": a}}
+            for i, (n, a) in enumerate(tool_calls)
+        ]
+    body = {"id": "c", "object": "chat.completion", "created": 0, "model": "fake",
+            "choices": [{"index": 0, "message": message, "finish_reason": "length"}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}}  # fmt: skip
+    return {"raw": json.dumps(body)}
+
+
+def test_a_reply_cut_off_by_max_tokens_ends_the_visit_in_its_text(tmp_path, fake_model_config):
+    """Strands ends a visit whose reply stopped at max_tokens (MaxTokensReachedException, the
+    reply kept in the conversation with its tool calls replaced by its notes): the reply's
+    text is the node's output, its calls are not run and are recorded with the model's
+    (cut-off) arguments."""
+
+    def respond(payload):
+        if first_interact_turn(payload):
+            return cut_off(None, [("sympy", '{"expression": "x**')])
+        if "interaction round" in last_user_text(payload):
+            return {"content": "unexpected"}
+        return cut_off("A plan cut sh")
+
+    with ScriptedChatServer(respond) as srv:
+        (trace,) = run_stack(
+            fake_model_config(srv.base_url, max_steps=1), tmp_path, framework="strands"
+        )
+    assert trace.status == "ok", trace.error_message
+    texts = {o.node: o.text for o in trace.node_outputs}
+    assert texts["navigate"] == "A plan cut sh" and texts["report"] == "A plan cut sh"
+    assert texts["interact"] == (
+        "The selected tool sympy's tool use was incomplete due to maximum token limits being "
+        "reached."
+    )
+    (call,) = trace.tool_calls
+    assert (call.name, call.ok, call.arguments) == ("sympy", False, '{"expression": "x**')
+    assert call.error.startswith("not run: the reply stopped at max_tokens")
+    assert len(srv.requests) == 4  # one request per visit: nothing ran, nothing was retried
+
+
 def test_required_tool_choice_holds_for_the_first_turn(tmp_path, fake_model_config):
     check_required_tool_choice_holds_for_the_first_turn("strands", tmp_path, fake_model_config)
 

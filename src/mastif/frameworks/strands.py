@@ -79,6 +79,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,7 +104,11 @@ from strands.telemetry import get_tracer
 from strands.telemetry.metrics import EventLoopMetrics
 from strands.tools import PythonAgentTool
 from strands.tools.mcp import MCPClient
-from strands.types.exceptions import ContextWindowOverflowException, ModelThrottledException
+from strands.types.exceptions import (
+    ContextWindowOverflowException,
+    MaxTokensReachedException,
+    ModelThrottledException,
+)
 
 from mastif.frameworks.base import Dispatch, RunContext
 from mastif.frameworks.mcp_transport import streamable_http
@@ -126,7 +131,27 @@ silence_tracer()
 
 
 class GatewayModel(OpenAIModel):
-    """Strands' OpenAI model at the gateway; what it changes on the wire is the contract's."""
+    """Strands' OpenAI model at the gateway; what it changes on the wire is the contract's.
+
+    It also keeps each tool call's argument text as the model wrote it (``raw_arguments``, by
+    call id, from its stream events): Strands replaces text that is not JSON by ``{}``, and a
+    call it refuses is recorded with the model's own arguments."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.raw_arguments: dict[str, str] = {}
+
+    async def stream(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        call_id = None
+        async for event in super().stream(*args, **kwargs):
+            start = event.get("contentBlockStart", {}).get("start", {}).get("toolUse")
+            if start is not None:
+                call_id = start["toolUseId"]
+                self.raw_arguments[call_id] = ""
+            delta = event.get("contentBlockDelta", {}).get("delta", {}).get("toolUse")
+            if delta is not None and call_id is not None:
+                self.raw_arguments[call_id] += delta.get("input", "")
+            yield event
 
     def format_request(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         request = super().format_request(*args, **kwargs)
@@ -156,6 +181,15 @@ def gateway_model(ctx: RunContext, node: str) -> GatewayModel:
     )
 
 
+def parses(text: str) -> bool:
+    """``text`` is what Strands' ``json.loads`` reads (an empty text is ``{}`` to it too)."""
+    try:
+        json.loads(text or "{}")
+    except ValueError:
+        return False
+    return True
+
+
 def openai_cause(exc: BaseException) -> BaseException | None:
     """The OpenAI error Strands wrapped, if any."""
     cause = exc.__cause__
@@ -172,6 +206,7 @@ class TurnPolicy:
 
     objects: RunObjects
     node: PlannedNode
+    model: GatewayModel
     offers_tools: bool
     max_rounds: int
     step: int = 0
@@ -190,6 +225,7 @@ class TurnPolicy:
 
     def begin(self, step: int) -> None:
         self.step, self.rounds, self.reply, self.started, self.places = step, 0, [], set(), {}
+        self.model.raw_arguments.clear()
 
     def shape_request(self, context: InvokeModelContext) -> InvokeModelContext:
         """The node's tool_choice on the visit's first request, auto after; no tools after
@@ -208,11 +244,22 @@ class TurnPolicy:
         calls = [b["toolUse"] for b in message.get("content", []) if "toolUse" in b]
         if not calls:
             return result
+        cut_off = stop.stop_reason == "max_tokens"
         if not self.offered:
-            # tool calls in a reply to a request without tools are not run
+            # tool calls in a reply to a request without tools are not run (a reply cut off by
+            # max_tokens keeps its stop reason: Strands ends the visit on it)
             kept = [b for b in message["content"] if "toolUse" not in b]
             message = {**message, "content": kept}
-            return InvokeModelResult(ModelStopReason("end_turn", message, stop.usage, stop.metrics))
+            reason = stop.stop_reason if cut_off else "end_turn"
+            return InvokeModelResult(ModelStopReason(reason, message, stop.usage, stop.metrics))
+        if cut_off:
+            # Strands runs none of them: it replaces each with its note and ends the visit
+            # (MaxTokensReachedException, see RunObjects.visit)
+            for c in calls:
+                note = (f"The selected tool {c['name']}'s tool use was incomplete due to "
+                        "maximum token limits being reached.")  # fmt: skip
+                self.record_refusal(c, note, "not run: the reply stopped at max_tokens")
+            return result
         self.rounds += 1
         self.reply, self.started = calls, set()
         if self.objects.mcp is None:  # in-process calls take their places as the reply arrives
@@ -241,18 +288,23 @@ class TurnPolicy:
             self.record_refusal(call, text.strip())
         self.reply = []
 
-    def record_refusal(self, call: dict[str, Any], said: str) -> None:
+    def record_refusal(self, call: dict[str, Any], said: str, why: str = "refused") -> None:
+        """Record ``call`` as not run by Strands (it ``said`` so), with the model's arguments."""
         ctx = self.objects.ctx
         offered = sorted(ctx.tool_names())
         name = call["name"]
         error = (
             f"unknown tool {name!r}; offered: {offered} (Strands: {said})"
             if name not in offered
-            else f"refused by Strands: {said}"
+            else f"{why} by Strands: {said}"
+            if why == "refused"
+            else f"{why} (Strands: {said})"
         )
         place = self.places.pop(call["toolUseId"], None)
+        raw = self.model.raw_arguments.get(call["toolUseId"])
+        arguments = call["input"] if raw is None or parses(raw) else raw
         result = ToolResult(False, "", error)
-        ctx.recorder.tool_call(self.node.name, self.step, name, call["input"], result, place)
+        ctx.recorder.tool_call(self.node.name, self.step, name, arguments, result, place)
 
 
 def gateway_tool(objects: RunObjects, spec: Any) -> PythonAgentTool:
@@ -302,14 +354,15 @@ class RunObjects:
         for node in nodes:
             use_tools = node.spec.use_tools and bool(tools)
             max_rounds = ctx.generation.max_tool_rounds if use_tools else 0
+            model = gateway_model(ctx, node.name)
             agent = Agent(
-                model=gateway_model(ctx, node.name),
+                model=model,
                 tools=list(tools) if use_tools and max_rounds > 0 else None,
                 name=node.name,
                 callback_handler=None,  # its default prints every streamed event to stdout
                 retry_strategy=None,  # the gateway retries: one attempt per model call
             )
-            policy = TurnPolicy(objects, node, use_tools, max_rounds)
+            policy = TurnPolicy(objects, node, model, use_tools, max_rounds)
             policy.attach(agent)
             objects.agents[node.name], objects.policies[node.name] = agent, policy
         return objects
@@ -334,7 +387,11 @@ class RunObjects:
         policy.begin(step)
         self.policy = policy
         try:
-            result = await agent.invoke_async(prompt)
+            message = (await agent.invoke_async(prompt)).message
+        except MaxTokensReachedException:
+            # Strands ends the visit on a reply cut off by max_tokens, with that reply (its
+            # tool calls replaced by its notes) appended to the conversation: the node's text
+            message = agent.messages[-1] if agent.messages else {"content": []}
         except (ModelThrottledException, ContextWindowOverflowException) as exc:
             cause = openai_cause(exc)
             if cause is not None:
@@ -342,8 +399,7 @@ class RunObjects:
             raise
         finally:
             self.policy = None
-        content = result.message.get("content", [])
-        return "".join(b["text"] for b in content if "text" in b)
+        return "".join(b["text"] for b in message.get("content", []) if "text" in b)
 
 
 # --------------------------------------------------------------------------- the workflow graph
