@@ -58,8 +58,12 @@ from the reply, so they are not run (``InvokeModelStage.Output``); and the recor
 answers without running a tool (an unknown name: "Unknown tool: X"; a name its pattern refuses)
 are recorded as failed with its text (``ExecuteToolStage`` marks the calls that reach a tool, an
 ``AfterToolsEvent`` hook records the others), in-process at their places in the model's order
-(``RunRecorder.issue`` as the reply arrives). Kept as Strands does it: arguments that are not
-JSON are replaced by ``{}`` (its warning) and the tool runs with that, recorded so.
+(``RunRecorder.issue`` as the reply arrives), with the model's argument text. Kept as Strands
+does it: arguments that are not JSON are replaced by ``{}`` (its warning) and the tool runs with
+that, recorded so; a reply cut off by ``max_tokens`` ends the visit (its
+``MaxTokensReachedException``, the reply appended to the conversation with each tool call
+replaced by its note "The selected tool X's tool use was incomplete ..."): that reply's text is
+the node's output and its calls, not run, are recorded as failed.
 
 Threads and cancellation: Strands is asyncio-native; the graph runs each node in a task of its
 own, cancelled with the run. The MCP client's session thread is stopped with the run
