@@ -49,6 +49,7 @@ FRAMEWORK_MODULES: dict[str, tuple[str, ...]] = {
     "autogen": ("autogen_agentchat", "autogen_core", "autogen_ext"),
     "google_adk": ("google.adk",),
     "camel": ("camel",),
+    "strands": ("strands",),
 }
 
 

@@ -39,6 +39,7 @@ CONSTRUCTS: dict[str, tuple[str, str]] = {
     "autogen": ("mastif.frameworks.autogen", "build_graph"),
     "google_adk": ("mastif.frameworks.google_adk", "build_workflow"),
     "camel": ("mastif.frameworks.camel", "CamelAdapter.orchestrate"),
+    "strands": ("mastif.frameworks.strands", "build_graph"),
 }
 
 

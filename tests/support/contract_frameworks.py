@@ -43,6 +43,7 @@ INVALID_JSON_ERRORS: dict[str, str | None] = {
     "agno": "Error while decoding function arguments",  # Agno's own refusal text
     # OpenAILlm logs arguments that are not JSON and calls the tool with {}: the tool's refusal
     "google_adk": "is a required property",
+    "strands": "'code' is a required property",  # parsed as {} (its warning), the tool runs with it
 }
 
 

@@ -15,7 +15,8 @@ framework runs and its prompts (``plan.py``), delegation to agents (``orchestrat
 and one adapter per framework: ``langgraph.py``, ``langchain.py``, ``crewai/``,
 ``semantic_kernel.py``, ``llamaindex.py``, ``smolagents.py`` (its tools in
 ``smolagents_tools.py``), ``agent_framework.py``, ``pydantic_ai.py``, ``openai_agents.py``,
-``haystack.py``, ``autogen.py``, ``google_adk.py``, ``agno.py``, ``camel.py``, ``upsonic.py``; what adapters share:
+``smolagents_tools.py``), ``agent_framework.py``, ``pydantic_ai.py``, ``openai_agents.py``,
+``haystack.py``, ``autogen.py``, ``google_adk.py``, ``agno.py``, ``strands.py``, ``camel.py``, ``upsonic.py``; what adapters share:
 a worker thread's link to its run's event loop
 open it (``mcp_transport.py``).
 
@@ -39,7 +40,7 @@ ENTRY_POINT_GROUP = "mastif.frameworks"
 FRAMEWORKS = (
     "langgraph", "langchain", "crewai", "semantic_kernel", "llamaindex", "smolagents",
     "agent_framework", "pydantic_ai", "openai_agents", "haystack",
-    "autogen", "google_adk", "agno", "camel", "upsonic",
+    "autogen", "google_adk", "agno", "strands", "camel", "upsonic",
 )  # fmt: skip
 PAPER_FRAMEWORKS = FRAMEWORKS[:4]
 
