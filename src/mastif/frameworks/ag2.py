@@ -84,7 +84,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -100,6 +99,7 @@ from autogen.tools import Tool
 from mastif.frameworks.base import Dispatch, RunContext
 from mastif.frameworks.orchestration import visit_node
 from mastif.frameworks.plan import PlannedNode, WorkflowPlan
+from mastif.tools import ToolResult
 
 #: the name of the agent that opens the group chat with the task (no node may have it)
 STARTER = "workflow"
@@ -155,7 +155,9 @@ class GatewayClient(OpenAIClient):
     def create(self, params: dict[str, Any]) -> Any:
         params = {k: v for k, v in params.items() if k != "model_client_cls"}
         rounds = sum(
-            1 for m in params.get("messages", []) if m.get("role") == "assistant" and m.get("tool_calls")
+            1
+            for m in params.get("messages", [])
+            if m.get("role") == "assistant" and m.get("tool_calls")
         )
         offered = bool(
             params.get("tools") and self.node.spec.use_tools and rounds < self.max_tool_rounds
@@ -179,6 +181,9 @@ class GatewayClient(OpenAIClient):
 class Call:
     """A tool call AG2 is executing (one per task: AG2 gathers a reply's calls)."""
 
+    #: its place in the run's record, taken as AG2 starts it: AG2 starts a reply's calls in
+    #: the model's order, but they reach the tool (or are refused) in any order
+    issued: int
     reached: bool = False  # the tool function was entered: AG2 did not refuse it
 
 
@@ -209,25 +214,40 @@ class ToolExecutor(ConversableAgent):
     async def a_execute_function(
         self, func_call: dict[str, Any], call_id: str | None = None, verbose: bool = False
     ) -> tuple[bool, dict[str, Any]]:
-        call = Call()
+        call = Call(self.objects.ctx.recorder.issue())
         token = CURRENT_CALL.set(call)
         try:
             ok, result = await super().a_execute_function(func_call, call_id, verbose)
+        except Exception as exc:
+            # AG2 itself fails on arguments that are JSON but not an object (its
+            # ExecuteFunctionEvent requires a dict): the run fails as it would for an AG2
+            # user, with the call on record
+            if not call.reached:
+                self._refused(call, func_call, f"{type(exc).__name__}: {exc}"[:500])
+            raise
         finally:
             CURRENT_CALL.reset(token)
-        visit = self.objects.visit_now
-        if not call.reached and visit is not None:
-            name = func_call.get("name") or "<unnamed>"
-            said = str(result.get("content", ""))
-            error = (
-                f"unknown tool {name!r}; offered: {sorted(self.objects.ctx.tool_names())} ({said})"
-                if name not in self.function_map
-                else said
-            )
-            self.objects.ctx.record_failed_tool_call(
-                visit.node.name, visit.step, name, func_call.get("arguments", ""), error
-            )
+        if not call.reached:
+            self._refused(call, func_call, str(result.get("content", "")))
         return ok, result
+
+    def _refused(self, call: Call, func_call: dict[str, Any], said: str) -> None:
+        """Record a call AG2 answered (``said``) without running a tool."""
+        visit = self.objects.visit_now
+        if visit is None:
+            return
+        name = func_call.get("name") or "<unnamed>"
+        offered = sorted(self.objects.ctx.tool_names())
+        error = (
+            f"unknown tool {name!r}; offered: {offered} ({said})"
+            if name not in self.function_map
+            else said
+        )
+        # ctx.record_failed_tool_call, at the call's place
+        self.objects.ctx.recorder.tool_call(
+            visit.node.name, visit.step, name, func_call.get("arguments", ""),
+            ToolResult(False, "", error), call.issued,
+        )  # fmt: skip
 
 
 def local_tools(ctx: RunContext, objects: RunObjects) -> list[Tool]:
@@ -239,7 +259,9 @@ def local_tools(ctx: RunContext, objects: RunObjects) -> list[Tool]:
         async def call(**arguments: Any) -> str:
             visit = objects.visit_now
             node, step = (visit.node.name, visit.step) if visit else (ctx.node, ctx.step)
-            result = await ctx.call_tool(node, step, spec.name, arguments)
+            call = CURRENT_CALL.get()
+            issued = call.issued if call is not None else None
+            result = await ctx.call_tool(node, step, spec.name, arguments, issued)
             if not result.ok:
                 raise RuntimeError(result.error or "the tool failed")
             return result.output
@@ -320,6 +342,9 @@ class RunObjects:
             "api_type": "openai",
             "model": s.model,
             "model_client_cls": GatewayClient.__name__,
+            # AG2 prices each response by model name and warns on stdout about a model it
+            # does not know; the cost is AG2's bookkeeping only (tokens come from the gateway)
+            "price": [0.0, 0.0],
             **s.sampling(),
         }
         assistant = ConversableAgent(
@@ -430,7 +455,9 @@ class Route:
 def node_speaker(node: PlannedNode, route_step: Callable[[PlannedNode], int],
                  visit: Callable[[PlannedNode, int], Awaitable[str]]) -> ConversableAgent:  # fmt: skip
     """A group chat participant for ``node``: its turn is one visit of the node."""
-    agent = ConversableAgent(name=node.name, llm_config=False, human_input_mode="NEVER", silent=True)
+    agent = ConversableAgent(
+        name=node.name, llm_config=False, human_input_mode="NEVER", silent=True
+    )
 
     async def speak(recipient: ConversableAgent, messages: Any = None, sender: Any = None,
                     config: Any = None) -> tuple[bool, str]:  # fmt: skip
@@ -440,7 +467,9 @@ def node_speaker(node: PlannedNode, route_step: Callable[[PlannedNode], int],
     return agent
 
 
-def build_group_chat(ctx: RunContext, dispatch: Dispatch) -> tuple[ConversableAgent, GroupChatManager]:
+def build_group_chat(
+    ctx: RunContext, dispatch: Dispatch
+) -> tuple[ConversableAgent, GroupChatManager]:
     """The run's group chat: a participant per node whose turn renders the node's prompt from
     the run's history, hands it to ``dispatch`` (the node's agents, or under ``a2a`` the
     node's A2A agent) and records its output; the speaker selection function
@@ -454,7 +483,9 @@ def build_group_chat(ctx: RunContext, dispatch: Dispatch) -> tuple[ConversableAg
     route = Route(plan, speakers)
     for node in plan.nodes:
         speakers[node.name] = node_speaker(node, route.step_of, visit)
-    starter = ConversableAgent(name=STARTER, llm_config=False, human_input_mode="NEVER", silent=True)
+    starter = ConversableAgent(
+        name=STARTER, llm_config=False, human_input_mode="NEVER", silent=True
+    )
     visits = len(plan.before) + len(plan.loop) * max(plan.max_steps, 0) + len(plan.after)
     chat = GroupChat(
         agents=[starter, *speakers.values()],
