@@ -149,6 +149,7 @@ def test_ag2s_system_message_and_the_tool_schemas_as_given(tmp_path, fake_model_
     # ConversableAgent's own system message, then our prompt as the executor's message
     assert first["messages"][0] == {"role": "system", "content": "You are a helpful AI Assistant."}
     assert first["messages"][1]["role"] == "user" and first["messages"][1]["content"] == ours
+    assert first["messages"][1]["name"] == "navigate_tools"  # AG2 names the sending agent
     assert len(first["messages"]) == 2
     assert first["max_tokens"] == 77 and "tools" not in first and "tool_choice" not in first
     with_tools = next(r for r in srv.requests if "tools" in r)

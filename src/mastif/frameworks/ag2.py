@@ -40,13 +40,16 @@ answers without tool calls (the executor's ``is_termination_msg``) or ``max_turn
 (``max_tool_rounds + 1``) is reached. Its last message is the node's output.
 
 What AG2 does by itself and keeps: ``ConversableAgent``'s system message ("You are a helpful
-AI Assistant.") on every model request; tool schemas as given (``Tool`` with
+AI Assistant.") on every model request; the prompt as a user turn named after the sending
+agent (``"name": "<node>_tools"``); ``"stream": false`` sent; tool schemas as given (``Tool`` with
 ``parameters_json_schema``); its argument handling (``_format_json_str``, then ``json.loads``;
 text that is not JSON is refused: "Error: ... The argument must be in JSON format."); its
 refusal of unknown names ("Error: Function X not found."); a failed tool call answered as
 "Error: <error>"; the calls of one reply run concurrently; results serialised with
 ``serialize_to_str``; under ``mcp`` the toolkit's result rendering (a tool returns
-``(text, non-text contents)``, written back as a JSON array).
+``(text, non-text contents)``, written back as the tuple's ``str``: ``('95', None)``); AG2
+fails the run on arguments that are JSON but not an object (its ``ExecuteFunctionEvent``
+requires a dict; the call is recorded as failed first).
 
 What the contract makes us change: the turn policy is applied where AG2 makes the request,
 in the agent's model client — AG2's custom model client extension (``model_client_cls`` in
@@ -410,7 +413,8 @@ class Route:
     plan: WorkflowPlan
     speakers: dict[str, ConversableAgent]
     round: int = 1
-    #: the nodes of the current part of the workflow ("before", "loop", "after") and where
+    #: the part of the workflow now speaking ("before", "loop", "after"; "" before the first
+    #: node) and the speaking node's index in it
     part: str = ""
     index: int = -1
 
