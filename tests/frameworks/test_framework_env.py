@@ -44,7 +44,7 @@ FRAMEWORK_MODULES: dict[str, tuple[str, ...]] = {
     "pydantic_ai": ("pydantic_ai", "pydantic_graph"),
     "openai_agents": ("agents",),
     "haystack": ("haystack", "haystack_integrations"),
-    "ag2": ("autogen",),  # AG2 classic's import name
+    "ag2": ("ag2",),
 }
 
 

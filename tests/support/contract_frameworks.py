@@ -37,7 +37,7 @@ INVALID_JSON_ERRORS: dict[str, str | None] = {
     "openai_agents": "Invalid JSON input for tool",  # the Agents SDK's own refusal text
     "pydantic_ai": "Invalid JSON",  # Pydantic AI's validation error (json_invalid) retry text
     "haystack": "malformed JSON string",  # OpenAIChatGenerator drops the call (its warning)
-    "ag2": "The argument must be in JSON format",  # AG2's own refusal text (a_execute_function)
+    "ag2": "JSONDecodeError",  # AG2 parses with json.loads and answers with its error
 }
 
 
