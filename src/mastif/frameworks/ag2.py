@@ -201,7 +201,9 @@ class GatewayTool(Tool):
         async def execute(event: ToolCallEvent, context: Context) -> None:
             await context.send(await execution(event, context))
 
-        stack.enter_context(context.stream.where(ToolCallEvent.name == self.name).sub_scope(execute))
+        stack.enter_context(
+            context.stream.where(ToolCallEvent.name == self.name).sub_scope(execute)
+        )
 
     async def __call__(self, event: ToolCallEvent, context: Any) -> ToolResultEvent:
         run = self.run
@@ -395,5 +397,3 @@ class AG2Adapter:
         once per run."""
         objects = await self.objects(ctx)
         return await objects.visit(node, step, prompt)
-
-
