@@ -15,7 +15,7 @@ framework runs and its prompts (``plan.py``), delegation to agents (``orchestrat
 and one adapter per framework: ``langgraph.py``, ``langchain.py``, ``crewai/``,
 ``semantic_kernel.py``, ``llamaindex.py``, ``smolagents.py`` (its tools in
 ``smolagents_tools.py``), ``agent_framework.py``, ``pydantic_ai.py``, ``openai_agents.py``,
-``haystack.py`` and ``ag2.py``; what adapters share: a worker thread's link to its run's event loop
+``haystack.py`` and ``ag2.py`` (its AG2 network in ``ag2_network.py``); what adapters share: a worker thread's link to its run's event loop
 (``threadbridge.py``) and the MCP SDK's streamable-HTTP client as their MCP integrations
 open it (``mcp_transport.py``).
 
