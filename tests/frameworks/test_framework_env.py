@@ -50,6 +50,7 @@ FRAMEWORK_MODULES: dict[str, tuple[str, ...]] = {
     "google_adk": ("google.adk",),
     "camel": ("camel",),
     "strands": ("strands",),
+    "ag2": ("ag2",),
 }
 
 

@@ -40,6 +40,7 @@ CONSTRUCTS: dict[str, tuple[str, str]] = {
     "google_adk": ("mastif.frameworks.google_adk", "build_workflow"),
     "camel": ("mastif.frameworks.camel", "CamelAdapter.orchestrate"),
     "strands": ("mastif.frameworks.strands", "build_graph"),
+    "ag2": ("mastif.frameworks.ag2", "build_network"),
 }
 
 

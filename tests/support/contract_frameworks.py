@@ -44,6 +44,7 @@ INVALID_JSON_ERRORS: dict[str, str | None] = {
     # OpenAILlm logs arguments that are not JSON and calls the tool with {}: the tool's refusal
     "google_adk": "is a required property",
     "strands": "'code' is a required property",  # parsed as {} (its warning), the tool runs with it
+    "ag2": "JSONDecodeError",  # AG2 parses with json.loads and answers with its error
 }
 
 
