@@ -81,9 +81,12 @@ from beeai_framework.agents.requirement import RequirementAgent  # noqa: E402
 from beeai_framework.backend import (  # noqa: E402
     AnyMessage,
     AssistantMessage,
+    ChatModelOutput,
     ChatModelParameters,
+    MessageTextContent,
     MessageToolCallContent,
     ToolMessage,
+    UserMessage,
 )
 from beeai_framework.backend.errors import ChatModelToolCallError  # noqa: E402
 from beeai_framework.backend.events import (  # noqa: E402
@@ -140,10 +143,31 @@ class Visit:
     recorded: set[str] = field(default_factory=set)
 
 
+class TextUserMessage(UserMessage):
+    """A user turn whose text parts go out as one string.
+
+    BeeAI writes a user turn's content as a list of text parts; OpenAI accepts that, but the
+    contract's scripted server and the gateway's llama.cpp mend read a string (as for
+    smolagents' ``flatten_messages_as_text``). BeeAI joins a system message's parts so."""
+
+    def to_plain(self) -> dict[str, Any]:
+        plain = super().to_plain()
+        if all(isinstance(c, MessageTextContent) for c in self.content):
+            plain["content"] = "\n".join(c.text for c in self.content)
+        return plain
+
+
+def as_text(message: AnyMessage) -> AnyMessage:
+    if type(message) is UserMessage:
+        return TextUserMessage(list(message.content), message.meta, id=message.id)
+    return message
+
+
 class NodeTurns:
     """mastif's turn policy for one node's model, as a BeeAI run middleware: bound to every run
     of the model, it edits the request in the model's ``start`` event (tools, ``tool_choice``,
-    retries) and the reply in its ``success`` event; refused calls are recorded from there."""
+    retries, user turns as text) and the reply in its ``success`` event; refused calls are
+    recorded from there."""
 
     def __init__(self, objects: RunObjects, node: PlannedNode, offers_tools: bool) -> None:
         self.objects = objects
@@ -160,6 +184,7 @@ class NodeTurns:
         request = event.input
         objects = self.objects
         objects.record_refusals(request.messages)
+        request.messages = [as_text(m) for m in request.messages]
         # the gateway retries; BeeAI would resend the request (the agent passes its error budget)
         request.max_retries = 0
         rounds = tool_rounds(request.messages)
@@ -197,13 +222,17 @@ class NodeTurns:
                 visit.places[call.id] = recorder.issue()
 
     def on_error(self, event: ChatModelErrorEvent, meta: EventMeta) -> None:
-        """A reply BeeAI rejects as a whole (an unknown tool under a forced ``tool_choice``,
-        arguments it cannot repair): none of its calls runs; each is recorded as refused."""
+        """A reply BeeAI rejects as a whole: a call whose arguments are not JSON (its litellm
+        adapter: "Response could not be produced because it is invalid."), an unknown tool
+        under a forced ``tool_choice``: none of its calls runs; each is recorded as refused."""
         error = event.error
-        if not isinstance(error, ChatModelToolCallError) or error.response is None:
+        if isinstance(error, ChatModelToolCallError):
+            output, said = error.response, error.generated_error or error.message
+        else:
+            output, said = error.context.get("output"), error.message
+        if not isinstance(output, ChatModelOutput):
             return
-        said = error.generated_error or error.message
-        for call in error.response.get_tool_calls():
+        for call in output.get_tool_calls():
             if call.tool_name != FINAL_ANSWER:
                 self.objects.record_refused(call, said)
 
@@ -267,31 +296,11 @@ class GatewayTool(Tool[BaseModel, ToolRunOptions, StringToolOutput]):
         return StringToolOutput(result.output)
 
 
-class GatewayChatModel(OpenAIChatModel):
-    """BeeAI's OpenAI chat model, its messages' text parts sent as one string.
-
-    BeeAI writes a user (or assistant) turn's content as a list of text parts; OpenAI accepts
-    that, but the contract's scripted server and the gateway's llama.cpp mend read a string
-    (as for smolagents' ``flatten_messages_as_text``). A content of text parts only becomes
-    their joined text, as BeeAI itself joins a system message's parts.
-    """
-
-    def _transform_input(self, input: Any) -> dict[str, Any]:
-        request = super()._transform_input(input)
-        for message in request.get("messages", []):
-            content = message.get("content")
-            if isinstance(content, list) and all(
-                isinstance(p, dict) and p.get("type") == "text" for p in content
-            ):
-                message["content"] = "\n".join(str(p.get("text", "")) for p in content)
-        return request
-
-
 def gateway_model(ctx: RunContext, node: str, turns: NodeTurns) -> OpenAIChatModel:
     """BeeAI's OpenAI chat model at the node's gateway URL, with the node's turn policy."""
     s = ctx.client_settings(node)
     sampling = s.sampling()
-    return GatewayChatModel(
+    return OpenAIChatModel(
         s.model,
         api_key=s.api_key,
         base_url=s.base_url,
