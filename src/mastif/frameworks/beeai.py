@@ -329,13 +329,20 @@ def verbatim_prompt(template: PromptTemplate[Any]) -> PromptTemplate[Any]:
 
 
 def provider_error(exc: BaseException) -> BaseException | None:
-    """The model client's error under BeeAI's wrappers (litellm's errors are OpenAI's), so the
-    run's error is classified like other frameworks'."""
+    """The model client's error under BeeAI's wrappers, so the run's error is classified like
+    other frameworks': litellm's errors are OpenAI's, but it reports an endpoint it cannot reach
+    as a 500 ("Connection error."); the OpenAI SDK's connection error it was raised from (its
+    context) is preferred then."""
+    chain: list[BaseException] = []
     cause: BaseException | None = exc
-    while cause is not None:
-        if isinstance(cause, openai.OpenAIError | httpx.HTTPError | TimeoutError):
-            return cause
-        cause = cause.__cause__
+    while cause is not None and all(cause is not c for c in chain):
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    unreachable = (openai.APIConnectionError, httpx.TransportError)
+    for kinds in (unreachable, (openai.OpenAIError, httpx.HTTPError, TimeoutError)):
+        found = next((c for c in chain if isinstance(c, kinds)), None)
+        if found is not None:
+            return found
     return None
 
 
@@ -393,7 +400,7 @@ class RunObjects:
         except FrameworkError as exc:
             cause = provider_error(exc)
             if cause is not None:
-                raise cause from exc
+                raise cause from None  # BeeAI's wrappers add nothing a run's record needs
             raise
         finally:
             self.visit = None
@@ -526,7 +533,7 @@ async def run_workflow(workflow: Workflow[WorkflowState, str]) -> str:
         while isinstance(cause, FrameworkError) and cause.__cause__ is not None:
             cause = cause.__cause__
         if cause is not exc and not isinstance(cause, FrameworkError):
-            raise cause from exc
+            raise cause from None  # what the step raised, as it raised it
         raise
     return run.state.answer
 
