@@ -254,9 +254,14 @@ def test_agents_are_built_once_per_run(protocol, tmp_path, fake_model_config, mo
         assert trace.protocol_calls == 2
 
 
+def running_threads() -> set[threading.Thread]:
+    """The live threads but tqdm's monitor (the runner's progress bar starts it)."""
+    return {t for t in threading.enumerate() if t.name != "tqdm_monitor"}
+
+
 @pytest.mark.slow
 def test_a_timed_out_run_stops(tmp_path, fake_model_config):
-    threads = threading.active_count()
+    threads = running_threads()
     with ScriptedChatServer(lambda p: {"content": "slow", "sleep": 2}) as srv:
         (trace,) = run_stack(
             fake_model_config(srv.base_url, timeout_s=1), tmp_path, framework="beeai"
@@ -266,4 +271,4 @@ def test_a_timed_out_run_stops(tmp_path, fake_model_config):
         assert len(srv.requests) <= 1
     assert trace.status == "timeout"
     assert trace.node_outputs == []
-    assert threading.active_count() <= threads  # nothing left running in a thread
+    assert running_threads() <= threads  # nothing left running in a thread
