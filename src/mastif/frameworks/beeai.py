@@ -52,8 +52,9 @@ Tools: in-process, each a BeeAI ``Tool`` (:class:`GatewayTool`) whose input sche
 failed call raises BeeAI's ``ToolError``, as its ``MCPTool`` does for an ``isError`` result).
 Under ``mcp``: BeeAI's own ``MCPTool`` (``MCPTool.from_session``) on one MCP SDK
 ``ClientSession`` per run over streamable HTTP at ``ctx.mcp_url`` (the run's
-``httpx_client_factory``), as BeeAI's session provider opens it; its ``initialize`` declares the
-SDK's default ``clientInfo`` (``mcp``). The server records the calls.
+``httpx_client_factory``), held in a task of its own as BeeAI's session provider holds it, but
+closed with the run (:func:`open_mcp_tools`); its ``initialize`` declares the SDK's default
+``clientInfo`` (``mcp``). The server records the calls.
 
 Async and cancellation: BeeAI is asyncio-native (every run is a task of its ``RunContext``); a
 cancelled run (timeout) cancels the workflow's task, the agent's and litellm's request.
@@ -65,6 +66,7 @@ package (``LITELLM_LOCAL_MODEL_COST_MAP``), its callbacks are cleared.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from dataclasses import dataclass, field
@@ -446,18 +448,43 @@ class RunObjects:
 
 
 async def open_mcp_tools(ctx: RunContext, stack: contextlib.AsyncExitStack) -> list[Any]:
-    """BeeAI's ``MCPTool`` s of the run's MCP server: one MCP SDK ``ClientSession`` over
-    streamable HTTP, opened as BeeAI's session provider opens it, held for the run."""
+    """BeeAI's ``MCPTool`` s of the run's MCP server, on one MCP SDK ``ClientSession`` over
+    streamable HTTP held for the run.
+
+    As BeeAI's own session provider (``MCPTool.from_client``) does, the session lives in a task
+    of its own, so whichever task closes the run (under ``a2a`` not the one that opened it) can
+    end it; unlike the provider, which ends it once every tool was garbage-collected, closing
+    ``stack`` ends it and waits for it to be closed."""
     from mcp import ClientSession
 
     from mastif.frameworks.mcp_transport import streamable_http
 
-    factory = {"httpx_client_factory": ctx.mcp_http} if ctx.mcp_http is not None else {}
     assert ctx.mcp_url is not None
-    read, write, *_ = await stack.enter_async_context(streamable_http(ctx.mcp_url, **factory))
-    session = await stack.enter_async_context(ClientSession(read, write))
-    await session.initialize()
-    return list(await MCPTool.from_session(session))
+    factory = {"httpx_client_factory": ctx.mcp_http} if ctx.mcp_http is not None else {}
+    opened: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
+    stop = asyncio.Event()
+
+    async def hold() -> None:
+        async with (
+            streamable_http(ctx.mcp_url, **factory) as (read, write, *_),  # type: ignore[arg-type]
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            opened.set_result(session)
+            await stop.wait()
+
+    task = asyncio.create_task(hold(), name=f"mcp-session-{ctx.run_id[:8]}")
+
+    async def close() -> None:
+        stop.set()
+        await asyncio.gather(task, return_exceptions=True)
+
+    stack.push_async_callback(close)
+    await asyncio.wait([task, opened], return_when=asyncio.FIRST_COMPLETED)
+    if not opened.done():
+        task.result()  # its error (the session could not be opened)
+        raise RuntimeError("the MCP session ended before it was opened")
+    return list(await MCPTool.from_session(opened.result()))
 
 
 # --------------------------------------------------------------------------- the workflow
