@@ -86,7 +86,11 @@ def test_beeais_prompts_and_tools_on_the_wire(tmp_path, fake_model_config):
     strict schemas, on the interact node only; no prompt-caching marks; each visit afresh."""
 
     def respond(payload):
-        return {"tool_calls": [("datetime", {})]} if first_interact_turn(payload) else {"content": "ok."}
+        return (
+            {"tool_calls": [("datetime", {})]}
+            if first_interact_turn(payload)
+            else {"content": "ok."}
+        )
 
     with ScriptedChatServer(respond) as srv:
         cfg = fake_model_config(srv.base_url, max_steps=2, max_tokens=77)
@@ -157,7 +161,10 @@ def test_a_reply_with_arguments_that_are_not_json_ends_the_visit_unsent_again(
     trace, requests = run_with_one_reply_of_calls(calls, "beeai", tmp_path, fake_model_config)
     assert trace.status == "error" and trace.error_class == "framework_error"
     assert "Response could not be produced because it is invalid" in trace.error_message
-    assert [(c.name, c.ok) for c in trace.tool_calls] == [("datetime", False), ("python_repl", False)]
+    assert [(c.name, c.ok) for c in trace.tool_calls] == [
+        ("datetime", False),
+        ("python_repl", False),
+    ]
     assert trace.tool_calls[1].arguments == '{"code": "1+'
     assert sum(1 for r in requests if "interaction round" in last_user_text(r)) == 1
 

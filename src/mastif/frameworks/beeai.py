@@ -307,9 +307,11 @@ def gateway_model(ctx: RunContext, node: str, turns: NodeTurns) -> OpenAIChatMod
         api_key=s.api_key,
         base_url=s.base_url,
         parameters=ChatModelParameters(
-            temperature=sampling["temperature"], max_tokens=sampling["max_tokens"],
-            seed=sampling["seed"], stream=False,
-        ),  # fmt: skip
+            temperature=sampling["temperature"],
+            max_tokens=sampling["max_tokens"],
+            seed=sampling["seed"],
+            stream=False,
+        ),
         tool_choice_support=set(TOOL_CHOICE_SUPPORT),
         settings={"timeout": s.timeout_s},
         # no cache_control marks in the messages (litellm's prompt-caching injection)
@@ -413,7 +415,11 @@ class RunObjects:
         text (the ``tool`` message it wrote back), each at its place in the model's order."""
         visit = self.visit
         asked = next(
-            (m for m in reversed(messages) if isinstance(m, AssistantMessage) and m.get_tool_calls()),
+            (
+                m
+                for m in reversed(messages)
+                if isinstance(m, AssistantMessage) and m.get_tool_calls()
+            ),
             None,
         )
         if visit is None or asked is None:
