@@ -51,6 +51,7 @@ FRAMEWORK_MODULES: dict[str, tuple[str, ...]] = {
     "camel": ("camel",),
     "strands": ("strands",),
     "ag2": ("ag2",),
+    "beeai": ("beeai_framework",),
 }
 
 

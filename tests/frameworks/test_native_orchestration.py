@@ -41,6 +41,7 @@ CONSTRUCTS: dict[str, tuple[str, str]] = {
     "camel": ("mastif.frameworks.camel", "CamelAdapter.orchestrate"),
     "strands": ("mastif.frameworks.strands", "build_graph"),
     "ag2": ("mastif.frameworks.ag2", "build_network"),
+    "beeai": ("mastif.frameworks.beeai", "build_workflow"),
 }
 
 

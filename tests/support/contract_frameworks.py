@@ -45,6 +45,7 @@ INVALID_JSON_ERRORS: dict[str, str | None] = {
     "google_adk": "is a required property",
     "strands": "'code' is a required property",  # parsed as {} (its warning), the tool runs with it
     "ag2": "JSONDecodeError",  # AG2 parses with json.loads and answers with its error
+    "beeai": "Response could not be produced because it is invalid",  # its litellm adapter's
 }
 
 

@@ -41,7 +41,7 @@ ENTRY_POINT_GROUP = "mastif.frameworks"
 FRAMEWORKS = (
     "langgraph", "langchain", "crewai", "semantic_kernel", "llamaindex", "smolagents",
     "agent_framework", "pydantic_ai", "openai_agents", "haystack",
-    "autogen", "ag2", "google_adk", "agno", "strands", "camel", "upsonic",
+    "autogen", "ag2", "google_adk", "agno", "strands", "camel", "beeai", "upsonic",
 )  # fmt: skip
 PAPER_FRAMEWORKS = FRAMEWORKS[:4]
 
