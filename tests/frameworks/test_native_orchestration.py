@@ -34,6 +34,7 @@ CONSTRUCTS: dict[str, tuple[str, str]] = {
     "pydantic_ai": ("mastif.frameworks.pydantic_ai", "build_graph"),
     "openai_agents": ("mastif.frameworks.openai_agents", "OpenAIAgentsAdapter.orchestrate"),
     "haystack": ("mastif.frameworks.haystack", "build_pipeline"),
+    "langroid": ("mastif.frameworks.langroid", "build_workflow"),
 }
 
 

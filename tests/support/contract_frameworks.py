@@ -37,6 +37,7 @@ INVALID_JSON_ERRORS: dict[str, str | None] = {
     "openai_agents": "Invalid JSON input for tool",  # the Agents SDK's own refusal text
     "pydantic_ai": "Invalid JSON",  # Pydantic AI's validation error (json_invalid) retry text
     "haystack": "malformed JSON string",  # OpenAIChatGenerator drops the call (its warning)
+    "langroid": None,  # OpenAIToolCall.from_dict repairs them (parse_imperfect_json)
 }
 
 

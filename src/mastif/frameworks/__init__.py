@@ -14,8 +14,8 @@ Owns the adapter's signature and the run's context (``base.py``), the workflow p
 framework runs and its prompts (``plan.py``), delegation to agents (``orchestration.py``),
 and one adapter per framework: ``langgraph.py``, ``langchain.py``, ``crewai/``,
 ``semantic_kernel.py``, ``llamaindex.py``, ``smolagents.py`` (its tools in
-``smolagents_tools.py``), ``agent_framework.py``, ``pydantic_ai.py``, ``openai_agents.py`` and
-``haystack.py``; what adapters share: a worker thread's link to its run's event loop
+``smolagents_tools.py``), ``agent_framework.py``, ``pydantic_ai.py``, ``openai_agents.py``,
+``haystack.py`` and ``langroid.py``; what adapters share: a worker thread's link to its run's event loop
 (``threadbridge.py``) and the MCP SDK's streamable-HTTP client as their MCP integrations
 open it (``mcp_transport.py``).
 
@@ -38,7 +38,7 @@ ENTRY_POINT_GROUP = "mastif.frameworks"
 #: (config/config.yaml); config/experiments/frameworks10.yaml runs all ten.
 FRAMEWORKS = (
     "langgraph", "langchain", "crewai", "semantic_kernel", "llamaindex", "smolagents",
-    "agent_framework", "pydantic_ai", "openai_agents", "haystack",
+    "agent_framework", "pydantic_ai", "openai_agents", "haystack", "langroid",
 )  # fmt: skip
 PAPER_FRAMEWORKS = FRAMEWORKS[:4]
 

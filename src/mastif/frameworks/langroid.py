@@ -51,7 +51,9 @@ builds a tiktoken tokenizer (cl100k_base) whose file tiktoken would download: th
 from __future__ import annotations
 
 import contextlib
+import copy
 import datetime
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,32 +76,28 @@ _offline_cl100k()
 
 from langroid.agent.chat_agent import ChatAgent, ChatAgentConfig  # noqa: E402
 from langroid.agent.chat_document import ChatDocument  # noqa: E402
-from langroid.agent.task import Task, TaskConfig  # noqa: E402
 from langroid.agent.tool_message import ToolMessage  # noqa: E402
 from langroid.agent.tools.mcp.fastmcp_client import FastMCPClient  # noqa: E402
-from langroid.cachedb.redis_cachedb import RedisCache, RedisCacheConfig  # noqa: E402
 from langroid.language_models.base import RetryParams  # noqa: E402
-from langroid.language_models.openai_gpt import OpenAIGPT, OpenAIGPTConfig  # noqa: E402
-from langroid.mytypes import NonToolAction  # noqa: E402
+from langroid.language_models.openai_gpt import (  # noqa: E402
+    OpenAICallParams,
+    OpenAIGPT,
+    OpenAIGPTConfig,
+)
+from langroid.mytypes import Entity, NonToolAction  # noqa: E402
 from langroid.utils.configuration import settings  # noqa: E402
 from mcp.types import Tool as McpTool  # noqa: E402
 
 from mastif.frameworks.base import Dispatch, RunContext  # noqa: E402
-from mastif.frameworks.orchestration import run_linear  # noqa: E402
+from mastif.frameworks.langroid_workflow import QuietTask, build_workflow, task_config  # noqa: E402
 from mastif.frameworks.plan import PlannedNode  # noqa: E402
+from mastif.tools import ToolResult  # noqa: E402
 
 # Langroid's process-wide settings: no response cache, no console output, no streaming
 settings.cache = False
 settings.cache_type = "none"
 settings.quiet = True
 settings.stream = False
-
-
-class NodeTask(Task):
-    """Langroid's Task; its kill-switch store (``Task.cache()``, a Redis client that would
-    connect to ``REDIS_HOST`` if set) is an in-memory fakeredis."""
-
-    _cache = RedisCache(RedisCacheConfig(fake=True))
 
 
 @dataclass
@@ -128,7 +126,7 @@ class GatewayLLM(OpenAIGPT):
                 if tc.get("id") not in parsed:
                     fn = tc.get("function") or {}
                     agent.refused(
-                        fn.get("name", ""), fn.get("arguments", ""),
+                        tc.get("id"), fn.get("name", ""), fn.get("arguments", ""),
                         "Langroid: could not parse the tool call's arguments as JSON "
                         "(treated as text of the reply)",
                     )  # fmt: skip
@@ -143,6 +141,13 @@ class NodeAgent(ChatAgent):
     offers_tools: bool
     #: the request in progress is offered tools
     offering: bool = False
+    #: the arguments of the latest reply's tool calls, by call id, as the model produced them
+    produced: dict[str | None, Any]
+    #: their places in the run's record (``RunRecorder.issue``), by call id
+    places: dict[str | None, int]
+    refused_ids: set[str | None]
+    #: Langroid's validation text for the latest reply, if it refused it
+    validation_error: str | None = None
 
     def _function_args(self) -> Any:
         functions, fun_call, tools, force_tool, output_format = super()._function_args()
@@ -167,33 +172,86 @@ class NodeAgent(ChatAgent):
             self.oai_tool_calls = []
         elif calls:
             visit.tool_rounds += 1
+            # the arguments as the model produced them (Langroid adds "request" to its
+            # parsed dict in place when it validates a call)
+            self.produced = {
+                tc.id: copy.deepcopy(tc.function.arguments) for tc in calls if tc.function
+            }
+            # each call's place in the run's record, in the model's order
+            self.places = {tc.id: self.objects.ctx.recorder.issue() for tc in calls}
             for tc in calls:
                 name = tc.function.name if tc.function else ""
                 if name not in self.llm_tools_handled:
                     self.refused(
-                        name, (tc.function.arguments if tc.function else None) or {},
+                        tc.id, name, self.produced.get(tc.id) or {},
                         f"unknown tool {name!r}; offered: {sorted(self.objects.ctx.tool_names())}"
-                        " (Langroid skips a tool call it does not handle)",
+                        f" (Langroid: {self.not_handled(name)})",
                     )  # fmt: skip
         return doc
 
-    def refused(self, name: str, arguments: Any, error: str) -> None:
+    def not_handled(self, name: str) -> str:
+        """Langroid's words for a call to a tool it does not handle (its log warning)."""
+        return f"The tool_call '{name}' is not handled by the agent named '{self.config.name}'!"
+
+    async def handle_message_async(self, msg: str | ChatDocument) -> Any:
+        """Langroid's handling of the reply's calls, with every call of the reply answered
+        (the contract's conversation: one ``tool`` message per call). Langroid skips a call
+        to a tool it does not handle, and answers a reply one of whose calls has arguments
+        its tool model refuses with one validation text, running none of them; the calls
+        it left unanswered get its own words."""
+        self.validation_error = None
+        result = await super().handle_message_async(msg)
+        calls = self.oai_tool_calls
+        from_llm = isinstance(msg, ChatDocument) and msg.metadata.sender == Entity.LLM
+        if not from_llm or not calls:
+            return result
+        if isinstance(result, ChatDocument):
+            if result.tool_messages or result.oai_tool_id2result:
+                return result
+            result = result.content  # a solitary tool result, as Langroid wraps it
+        handled = [tc for tc in calls if tc.function and tc.function.name in self.llm_tools_handled]
+        answered: dict[str | None, str] = {}
+        if self.validation_error is not None:
+            for tc in handled:
+                if tc.id not in self.refused_ids:
+                    name = tc.function.name if tc.function else ""
+                    self.refused(tc.id, name, self.produced.get(tc.id) or {},
+                                 f"not run: Langroid refused the reply: {self.validation_error.strip()}")  # fmt: skip
+            answered = {tc.id: self.validation_error for tc in calls}
+        elif len(handled) == len(calls):
+            return result
+        elif isinstance(result, str) and len(handled) == 1:
+            answered = {handled[0].id: result}
+        elif isinstance(result, dict):
+            answered = dict(result)
+        out = OrderedDict(
+            (tc.id or "", answered.get(tc.id) or self.not_handled(tc.function.name if tc.function else ""))
+            for tc in calls
+        )  # fmt: skip
+        return out if len(out) > 1 else next(iter(out.values()))
+
+    def refused(self, call_id: str | None, name: str, arguments: Any, error: str) -> None:
+        """Record a call Langroid refused before any tool ran, at its place."""
         visit = self.objects.visit
         assert visit is not None
-        self.objects.ctx.record_failed_tool_call(
-            visit.node.name, visit.step, name, arguments, error
-        )
+        self.refused_ids.add(call_id)
+        recorder = self.objects.ctx.recorder
+        place = self.places.get(call_id) or recorder.issue()
+        result = ToolResult(False, "", error)
+        recorder.tool_call(visit.node.name, visit.step, name, arguments, result, place)
 
     def tool_validation_error(self, ve: Any, tool_class: Any = None) -> str:
         """Langroid's answer to arguments its tool model refuses; recorded as a failed call."""
         said = super().tool_validation_error(ve, tool_class)
         tool_class = getattr(ve, "tool_class", None) or tool_class
         name = tool_class.default_value("request") if tool_class is not None else ""
-        arguments = next(
-            (tc.function.arguments for tc in self.oai_tool_calls
-             if tc.function is not None and tc.function.name == name), {},
+        call_id = next(
+            (tc.id for tc in self.oai_tool_calls
+             if tc.function is not None and tc.function.name == name), None,
         )  # fmt: skip
-        self.refused(name, arguments or {}, f"arguments refused by Langroid: {said.strip()}")
+        arguments = self.produced.get(call_id) or {}
+        self.refused(call_id, name, arguments, f"arguments refused by Langroid: {said.strip()}")
+        self.validation_error = said
         return said
 
 
@@ -211,13 +269,11 @@ def tool_classes(objects: RunObjects, converter: FastMCPClient) -> list[type[Too
             visit = objects.visit
             assert visit is not None
             node = objects.agents[visit.node.name]
-            call = node.oai_tool_id2call.get(itself.id)
-            arguments = (
-                call.function.arguments
-                if call is not None and call.function is not None
-                else itself.model_dump(exclude={"request", "purpose", "id"})
-            )
-            result = await ctx.call_tool(visit.node.name, visit.step, _name, arguments or {})
+            arguments = node.produced.get(itself.id)
+            if arguments is None:
+                arguments = itself.model_dump(exclude={"request", "purpose", "id"})
+            place = node.places.get(itself.id)
+            result = await ctx.call_tool(visit.node.name, visit.step, _name, arguments, place)
             return result.output if result.ok else f"ERROR: {result.error}"
 
         cls.handle_async = handle_async  # type: ignore[attr-defined]
@@ -225,19 +281,41 @@ def tool_classes(objects: RunObjects, converter: FastMCPClient) -> list[type[Too
     return classes
 
 
+def mcp_client_factory(ctx: RunContext) -> Any:
+    """The run's MCP HTTP client factory (``ctx.mcp_http``: timed, sends the server's key)
+    as FastMCP's transport calls it: it also passes ``follow_redirects`` (our loopback
+    server sends no redirects)."""
+    make = ctx.mcp_http
+    if make is None:
+        return None
+
+    def factory(
+        headers: Any = None, timeout: Any = None, auth: Any = None, follow_redirects: Any = None
+    ) -> Any:
+        return make(headers=headers, timeout=timeout, auth=auth)
+
+    return factory
+
+
 def gateway_llm_config(ctx: RunContext, node: str) -> OpenAIGPTConfig:
     s = ctx.client_settings(node)
+    shared: dict[str, Any] = {}
+    if s.http_sync is not None and s.http_async is not None:
+        # the job's HTTP clients to the gateway (Langroid's factory hook): no client per node
+        shared["http_client_factory"] = lambda: (s.http_sync, s.http_async)
     return OpenAIGPTConfig(
+        **shared,
         api_base=s.base_url,
         api_key=s.api_key,
         chat_model=s.model,
         temperature=s.temperature,
         seed=s.seed,
+        params=OpenAICallParams(seed=s.seed),  # the config's own seed is not sent
         max_output_tokens=s.max_tokens,
         timeout=max(1, int(s.timeout_s + 0.999)),
         stream=False,
         cache_config=None,
-        use_cached_client=False,  # the run's own clients, closed with it
+        use_cached_client=False,  # the run's own clients, not Langroid's process-wide cache
         retry_params=RetryParams(max_retries=0),  # the gateway retries
     )
 
@@ -249,7 +327,7 @@ class RunObjects:
 
     ctx: RunContext
     agents: dict[str, NodeAgent] = field(default_factory=dict)
-    tasks: dict[str, NodeTask] = field(default_factory=dict)
+    tasks: dict[str, QuietTask] = field(default_factory=dict)
     mcp: FastMCPClient | None = None
     visit: _Visit | None = None
 
@@ -262,7 +340,9 @@ class RunObjects:
             if ctx.mcp_url is not None:
                 from fastmcp.client.transports import StreamableHttpTransport
 
-                transport = StreamableHttpTransport(ctx.mcp_url, httpx_client_factory=ctx.mcp_http)
+                transport = StreamableHttpTransport(
+                    ctx.mcp_url, httpx_client_factory=mcp_client_factory(ctx)
+                )
                 objects.mcp = FastMCPClient(
                     transport, persist_connection=True,
                     read_timeout_seconds=datetime.timedelta(seconds=ctx.generation.client_timeout_s),
@@ -276,34 +356,38 @@ class RunObjects:
             use_tools = node.spec.use_tools and bool(tools)
             config = ChatAgentConfig(
                 name=node.name,
-                llm=gateway_llm_config(ctx, node.name),
+                llm=None,  # the agent's model is ours (GatewayLLM), set below
                 use_tools=False,
                 use_functions_api=True,
                 use_tools_api=True,
                 handle_llm_no_tool=NonToolAction.DONE,  # a text reply ends the node's task
+                # Langroid's orchestration tools (DoneTool, PassTool, ...) are never offered
+                # to the model here; handling them would only cost set-up time
+                enable_orchestration_tool_handling=False,
                 search_for_tools_everywhere=False,
                 recognize_recipient_in_content=False,
                 strict_recovery=False,
             )
             agent = NodeAgent.__new__(NodeAgent)
             agent.objects, agent.node, agent.offers_tools = objects, node, use_tools
+            agent.produced, agent.places, agent.refused_ids = {}, {}, set()
             agent.__init__(config)
-            llm = GatewayLLM(config.llm)  # type: ignore[arg-type]
+            agent.config.llm = gateway_llm_config(ctx, node.name)
+            llm = GatewayLLM(agent.config.llm)
             llm.agent = agent
-            # Langroid builds the OpenAI clients with the SDK's default retries
+            # Langroid builds its OpenAI clients with the SDK's default retries
             llm.client = llm.client.with_options(max_retries=0)
             llm.async_client = llm.async_client.with_options(max_retries=0)
-            stack.push_async_callback(llm.async_client.close)
-            stack.callback(llm.client.close)
+            if ctx.http is None:  # its own HTTP clients: closed with the run
+                stack.push_async_callback(llm.async_client.close)
+                stack.callback(llm.client.close)
             agent.llm = llm
             if use_tools:
                 agent.enable_message(tools)
             objects.agents[node.name] = agent
-            objects.tasks[node.name] = NodeTask(
-                agent, name=node.name, interactive=False,
-                config=TaskConfig(enable_loggers=False, enable_html_logging=False,
-                                  recognize_string_signals=False, inf_loop_cycle_len=0),
-            )  # fmt: skip
+            objects.tasks[node.name] = QuietTask(
+                agent, name=node.name, interactive=False, config=task_config()
+            )
         return objects
 
     async def run_visit(self, node: PlannedNode, step: int, prompt: str) -> str:
@@ -338,8 +422,12 @@ class LangroidAdapter:
             return await self.orchestrate(ctx, objects.run_visit)
 
     async def orchestrate(self, ctx: RunContext, dispatch: Dispatch) -> str:
-        """The node sequence, each visit handed to ``dispatch``."""
-        return await run_linear(ctx, dispatch)
+        """The workflow as Langroid task delegation (a controller task, one sub-task per
+        node: :mod:`mastif.frameworks.langroid_workflow`), each visit handed to ``dispatch``
+        (in :meth:`run` the node's own task; under ``a2a`` an A2A request to its agent)."""
+        with ctx.setting_up():
+            workflow = build_workflow(ctx, dispatch)
+        return await workflow.run(ctx)
 
     async def run_node(self, ctx: RunContext, node: PlannedNode, step: int, prompt: str) -> str:
         objects = ctx.built.get(self.name)
@@ -349,4 +437,3 @@ class LangroidAdapter:
             ctx.built[self.name] = objects
         assert isinstance(objects, RunObjects)
         return await objects.run_visit(node, step, prompt)
-
