@@ -44,6 +44,7 @@ FRAMEWORK_MODULES: dict[str, tuple[str, ...]] = {
     "pydantic_ai": ("pydantic_ai", "pydantic_graph"),
     "openai_agents": ("agents",),
     "haystack": ("haystack", "haystack_integrations"),
+    "langroid": ("langroid",),
 }
 
 

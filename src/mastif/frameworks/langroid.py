@@ -53,6 +53,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import datetime
+import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,6 +74,15 @@ def _offline_cl100k() -> None:
 
 
 _offline_cl100k()
+
+# Langroid's openai_gpt module, when imported with OPENAI_API_KEY set, lists the models of
+# api.openai.com (OpenAI().models.list(), with the SDK's retries): not with our key absent
+_openai_key = os.environ.pop("OPENAI_API_KEY", None)
+try:
+    import langroid.language_models.openai_gpt  # noqa: E402, F401
+finally:
+    if _openai_key is not None:
+        os.environ["OPENAI_API_KEY"] = _openai_key
 
 from langroid.agent.chat_agent import ChatAgent, ChatAgentConfig  # noqa: E402
 from langroid.agent.chat_document import ChatDocument  # noqa: E402
