@@ -159,12 +159,6 @@ class NodeAgent(ChatAgent):
     #: Langroid's validation text for the latest reply, if it refused it
     validation_error: str | None = None
 
-    def _function_args(self) -> Any:
-        functions, fun_call, tools, force_tool, output_format = super()._function_args()
-        if not self.offering:
-            return None, "none", None, None, output_format
-        return functions, fun_call, tools, force_tool, output_format
-
     async def llm_response_messages_async(
         self, messages: Any, output_len: int | None = None, tool_choice: Any = "auto"
     ) -> ChatDocument:
@@ -174,7 +168,13 @@ class NodeAgent(ChatAgent):
         self.offering = self.offers_tools and visit.tool_rounds < max_rounds
         # the node's tool_choice on the visit's first request, auto after
         choice = visit.node.spec.tool_choice if visit.tool_rounds == 0 else "auto"
-        doc = await super().llm_response_messages_async(messages, output_len, choice)
+        usable = self.llm_functions_usable
+        if not self.offering:
+            self.llm_functions_usable = set()  # Langroid then sends no tools, no tool_choice
+        try:
+            doc = await super().llm_response_messages_async(messages, output_len, choice)
+        finally:
+            self.llm_functions_usable = usable
         calls = doc.oai_tool_calls or []
         if calls and not self.offering:
             # tool calls in a reply to a request without tools are not run
@@ -423,6 +423,8 @@ class LangroidAdapter:
     #: the distributions a run uses (mastif.core.provenance); under mcp also ``mcp_packages``
     packages = ("langroid", "openai")
     mcp_packages = ("fastmcp", "mcp")
+    #: none declared: mastif's provenance columns (PACKAGES) have no langroid. The adapter
+    #: overrides one private method, OpenAIGPT._process_chat_completion_response (GatewayLLM)
     private_members = ()
 
     async def run(self, ctx: RunContext) -> str:

@@ -9,7 +9,9 @@ only that sub-task respond (``Task.step_async``: a responder whose name is not t
 recipient cannot respond), runs it (``sub_task.run_async(message, caller=controller)``)
 and hands its result back to the controller's agent as the next pending message. When the
 workflow is over the agent answers with Langroid's ``AgentDoneTool`` carrying the last node
-output, which ends the controller task (``Task.done``) and is its result. The routing rules
+output, which ends the controller task (``Task.done``) and is its result. (Node outputs are
+read from the run's record, not from the sub-tasks' results: Langroid's task loop takes an
+empty result for no answer.) The routing rules
 are those of every adapter (the nodes before the loop once, the loop nodes in order for up
 to ``max_steps`` rounds, a ``stop_when`` match leaving the loop at once, then the nodes
 after it); mastif's ``drive_workflow`` / ``run_linear`` are not used.
@@ -17,7 +19,8 @@ after it); mastif's ``drive_workflow`` / ``run_linear`` are not used.
 Each node's sub-task (``Task(VisitAgent, name=<node>)``) has no LLM either: its agent's
 responder makes the visit (:func:`mastif.frameworks.orchestration.visit_node`: the prompt
 rendered from the run's history, handed to ``dispatch``, the output recorded) and answers
-with ``AgentDoneTool(content=<output>)``, which ends the sub-task. ``dispatch`` is, in
+with ``AgentDoneTool`` (the visit done; its output is in the run's record, where the
+controller reads it), which ends the sub-task. ``dispatch`` is, in
 ``LangroidAdapter.run``, one run of the node's own Langroid task (its ``ChatAgent`` with the
 model and the tools); under ``a2a`` an A2A request to the node's agent. The controller and
 its sub-tasks make no model calls of their own.
@@ -127,7 +130,10 @@ class WorkflowAgent(ChatAgent):
     async def agent_response_async(self, msg: str | ChatDocument | None = None) -> Any:
         started = self.at.phase == "start"
         if not started:
-            self.last = msg.content if isinstance(msg, ChatDocument) else str(msg or "")
+            # the visit's output as the run recorded it (visit_node): a sub-task's result
+            # only reports the visit, since Langroid's task loop takes an empty result
+            # for no answer and would route the same visit again
+            self.last = self.ctx.recorder.node_outputs[-1].text
         following = self.advance(None if started else self.last)
         if following is None:
             return self.to_ChatDocument(AgentDoneTool(content=self.last))
@@ -150,8 +156,9 @@ class VisitAgent(ChatAgent):
 
     async def agent_response_async(self, msg: str | ChatDocument | None = None) -> Any:
         ctx = self.controller.ctx
-        text = await visit_node(ctx, self.dispatch, self.node, self.controller.at.step())
-        return self.to_ChatDocument(AgentDoneTool(content=text))
+        step = self.controller.at.step()
+        await visit_node(ctx, self.dispatch, self.node, step)  # its output is in the record
+        return self.to_ChatDocument(AgentDoneTool(content=f"{self.node.name}, round {step}: done"))
 
 
 @dataclass
