@@ -15,9 +15,10 @@ framework runs and its prompts (``plan.py``), delegation to agents (``orchestrat
 and one adapter per framework: ``langgraph.py``, ``langchain.py``, ``crewai/``,
 ``semantic_kernel.py``, ``llamaindex.py``, ``smolagents.py`` (its tools in
 ``smolagents_tools.py``), ``agent_framework.py``, ``pydantic_ai.py``, ``openai_agents.py``,
-``haystack.py`` and ``langroid.py``; what adapters share: a worker thread's link to its run's event loop
-(``threadbridge.py``) and the MCP SDK's streamable-HTTP client as their MCP integrations
-open it (``mcp_transport.py``).
+``haystack.py`` and ``langroid.py`` (its workflow in ``langroid_workflow.py``); what
+adapters share: a worker thread's link to its run's event loop (``threadbridge.py``) and
+the MCP SDK's streamable-HTTP client as their MCP integrations open it
+(``mcp_transport.py``).
 
 May import: mastif.core, mastif.tools, mastif.web, mastif.tasks, mastif.providers,
 mastif.protocols.
