@@ -229,3 +229,25 @@ def test_a_timed_out_run_stops(tmp_path, fake_model_config):
         assert len(srv.requests) <= 1
     assert trace.status == "timeout"
     assert trace.node_outputs == []
+
+
+def test_under_mcp_the_server_gets_the_models_arguments(tmp_path, fake_model_config):
+    """Langroid's MCP client, one session per run; the call goes out with the arguments the
+    model produced (Langroid's own handler would send its tool model's dump, every schema
+    default filled in: sympy's "operation")."""
+
+    def respond(payload):
+        if opens_interaction_round(payload):
+            return {"tool_calls": [("sympy", {"expression": "2*x + x"})]}
+        return {"content": "done."}
+
+    with ScriptedChatServer(respond) as srv:
+        cfg = fake_model_config(srv.base_url, max_steps=1)
+        cfg["protocols"] = ["mcp"]
+        (trace,) = run_stack(cfg, tmp_path, framework="langroid")
+    assert trace.status == "ok", trace.error_message
+    (call,) = trace.tool_calls
+    assert call.ok and json.loads(call.arguments) == {"expression": "2*x + x"}
+    follow_up = next(r for r in srv.requests if any(m["role"] == "tool" for m in r["messages"]))
+    (said,) = [m["content"] for m in follow_up["messages"] if m["role"] == "tool"]
+    assert said == call.output

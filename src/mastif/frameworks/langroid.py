@@ -291,6 +291,29 @@ def tool_classes(objects: RunObjects, converter: FastMCPClient) -> list[type[Too
     return classes
 
 
+def mcp_handler(objects: RunObjects) -> Any:
+    """A Langroid MCP tool's handler that sends the arguments the model produced, through
+    Langroid's MCP client (``FastMCPClient.call_mcp_tool``, its result conversion kept).
+    Langroid's own handler sends its tool model's dump, which fills in every default of the
+    tool's schema: the MCP server would record arguments the model never gave."""
+
+    async def handle_async(itself: ToolMessage, agent: Any = None) -> str | None:
+        visit, mcp = objects.visit, objects.mcp
+        assert visit is not None and mcp is not None
+        arguments = objects.agents[visit.node.name].produced.get(itself.id)
+        if arguments is None:  # not a call of the model's reply: Langroid's own way
+            response = await itself.call_tool_async()  # type: ignore[attr-defined]
+        else:
+            name = type(itself)._mcp_tool_name  # type: ignore[attr-defined]
+            response = await mcp.call_mcp_tool(name, arguments)
+        if response is None:
+            return None
+        content, _files = response
+        return str(content) if content is not None else None
+
+    return handle_async
+
+
 def mcp_client_factory(ctx: RunContext) -> Any:
     """The run's MCP HTTP client factory (``ctx.mcp_http``: timed, sends the server's key)
     as FastMCP's transport calls it: it also passes ``follow_redirects`` (our loopback
@@ -360,6 +383,8 @@ class RunObjects:
                 # one MCP session for the run, closed with it
                 await stack.enter_async_context(objects.mcp)
                 tools = await objects.mcp.get_tools_async()
+                for cls in tools:
+                    cls.handle_async = mcp_handler(objects)  # type: ignore[attr-defined]
             else:
                 tools = tool_classes(objects, FastMCPClient(ctx.mcp_url or ctx.gateway_url))
         for node in nodes:
