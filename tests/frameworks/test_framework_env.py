@@ -52,6 +52,7 @@ FRAMEWORK_MODULES: dict[str, tuple[str, ...]] = {
     "strands": ("strands",),
     "ag2": ("ag2",),
     "beeai": ("beeai_framework",),
+    "langroid": ("langroid",),
 }
 
 

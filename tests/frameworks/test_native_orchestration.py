@@ -42,6 +42,7 @@ CONSTRUCTS: dict[str, tuple[str, str]] = {
     "strands": ("mastif.frameworks.strands", "build_graph"),
     "ag2": ("mastif.frameworks.ag2", "build_network"),
     "beeai": ("mastif.frameworks.beeai", "build_workflow"),
+    "langroid": ("mastif.frameworks.langroid", "build_workflow"),
 }
 
 

@@ -46,6 +46,7 @@ INVALID_JSON_ERRORS: dict[str, str | None] = {
     "strands": "'code' is a required property",  # parsed as {} (its warning), the tool runs with it
     "ag2": "JSONDecodeError",  # AG2 parses with json.loads and answers with its error
     "beeai": "Response could not be produced because it is invalid",  # its litellm adapter's
+    "langroid": None,  # OpenAIToolCall.from_dict repairs them (parse_imperfect_json)
 }
 
 

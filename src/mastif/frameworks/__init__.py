@@ -17,8 +17,8 @@ and one adapter per framework: ``langgraph.py``, ``langchain.py``, ``crewai/``,
 ``smolagents_tools.py``), ``agent_framework.py``, ``pydantic_ai.py``, ``openai_agents.py``,
 ``haystack.py``, ``autogen.py``, ``ag2.py`` (its AG2 network in ``ag2_network.py``),
 ``google_adk.py``, ``agno.py``, ``strands.py``, ``camel.py``, ``beeai.py``, ``langroid.py``
-and ``upsonic.py``; what adapters share: a worker thread's link to its run's event loop
-(``threadbridge.py``) and the MCP SDK's streamable-HTTP client as their MCP integrations
+(its Task delegation in ``langroid_workflow.py``) and ``upsonic.py``; what adapters share:
+a worker thread's link to its run's event loop (``threadbridge.py``) and the MCP SDK's streamable-HTTP client as their MCP integrations
 open it (``mcp_transport.py``).
 
 May import: mastif.core, mastif.tools, mastif.web, mastif.tasks, mastif.providers,
@@ -41,7 +41,7 @@ ENTRY_POINT_GROUP = "mastif.frameworks"
 FRAMEWORKS = (
     "langgraph", "langchain", "crewai", "semantic_kernel", "llamaindex", "smolagents",
     "agent_framework", "pydantic_ai", "openai_agents", "haystack",
-    "autogen", "ag2", "google_adk", "agno", "strands", "camel", "beeai", "upsonic",
+    "autogen", "ag2", "google_adk", "agno", "strands", "camel", "beeai", "langroid", "upsonic",
 )  # fmt: skip
 PAPER_FRAMEWORKS = FRAMEWORKS[:4]
 
