@@ -111,6 +111,7 @@ from langroid.mytypes import Entity, NonToolAction  # noqa: E402
 from langroid.utils.configuration import settings  # noqa: E402
 from mcp.types import Tool as McpTool  # noqa: E402
 
+from mastif.core.provenance import PrivateMember, private_members_of  # noqa: E402
 from mastif.frameworks.base import Dispatch, RunContext  # noqa: E402
 from mastif.frameworks.langroid_workflow import QuietTask, build_workflow, task_config  # noqa: E402
 from mastif.frameworks.plan import PlannedNode  # noqa: E402
@@ -456,14 +457,21 @@ class RunObjects:
         return result.content if result is not None else ""
 
 
+#: what this adapter overrides of Langroid that Langroid does not promise
+PRIVATE_MEMBERS: tuple[PrivateMember, ...] = (
+    private_members_of("langroid")(
+        OpenAIGPT, "_process_chat_completion_response",
+        "overrides it (GatewayLLM): records the tool calls Langroid could not parse",
+    ),
+)  # fmt: skip
+
+
 class LangroidAdapter:
     name = "langroid"
     #: the distributions a run uses (mastif.core.provenance); under mcp also ``mcp_packages``
     packages = ("langroid", "openai")
     mcp_packages = ("fastmcp", "mcp")
-    #: none declared: mastif's provenance columns (PACKAGES) have no langroid. The adapter
-    #: overrides one private method, OpenAIGPT._process_chat_completion_response (GatewayLLM)
-    private_members = ()
+    private_members = PRIVATE_MEMBERS
 
     async def run(self, ctx: RunContext) -> str:
         async with contextlib.AsyncExitStack() as stack:
