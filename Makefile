@@ -155,8 +155,8 @@ dry-run: setup
 TEST_WORKERS ?= 2
 # then each framework's contract and adapter tests in its own environment (tests/conftest.py
 # picks them; tests.support.env_tests runs them, eight environments at a time). They need
-# ~7.7 CPU-minutes for the nineteen: after the harness's suite 4 min 10 s (17 min 23 s in all,
-# harness 12 min 31 s); beside it at nice 5, 17 min 54 s in all (both slowed more than the
+# ~7.7 CPU-minutes for the nineteen: after the harness's suite 4 min 10 s eight at a time
+# (~4 min 40 s four at a time: 17 min 23 s in all, harness 12 min 31 s); beside it at nice 5, 17 min 54 s in all (both slowed more than the
 # idle cores gave); at nice 19 a starved process missed an HTTP time-out (an A2A call of the
 # outbound probe, 1 CI run in 3). So they run after it.
 test: setup envs-all
