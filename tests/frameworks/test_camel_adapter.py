@@ -196,6 +196,18 @@ def test_tool_rounds_are_capped_and_unasked_calls_not_run(tmp_path, fake_model_c
     assert trace.node_outputs[2].text == ""
 
 
+def test_a_model_named_stub_is_the_endpoints(tmp_path, fake_model_config):
+    """CAMEL's ModelFactory swaps in its own StubModel for a model named "stub" (its
+    ModelType.STUB) on any platform; the adapter's model is the OpenAI-compatible one
+    whatever the endpoint calls its model, so the run reaches the endpoint."""
+    with ScriptedChatServer(lambda payload: {"content": "done."}) as srv:
+        cfg = fake_model_config(srv.base_url, max_steps=1)
+        cfg["models"]["fake"]["model"] = "stub"
+        (trace,) = run_stack(cfg, tmp_path, framework="camel")
+    assert trace.status == "ok", trace.error_message
+    assert srv.requests and all(r["model"] == "stub" for r in srv.requests)
+
+
 def test_required_tool_choice_holds_for_the_first_turn(tmp_path, fake_model_config):
     check_required_tool_choice_holds_for_the_first_turn("camel", tmp_path, fake_model_config)
 

@@ -17,8 +17,9 @@ visit a fresh conversation: the prompt carries the history). Orchestrators (A2A,
 hierarchical shape) call :meth:`CamelAdapter.run_node` once per visit on the run's agents
 (``ctx.built``, closed with ``ctx.resources``).
 
-Model: ``ModelFactory.create`` with ``ModelPlatformType.OPENAI_COMPATIBLE_MODEL`` (CAMEL's
-``OpenAICompatibleModel``), ``url=ctx.llm_base_url(node)``, ``api_key=ctx.gateway_token``,
+Model: CAMEL's ``OpenAICompatibleModel`` (what ``ModelFactory.create`` builds for
+``ModelPlatformType.OPENAI_COMPATIBLE_MODEL``, made directly: the factory would swap in its
+``StubModel`` for a model named "stub"), ``url=ctx.llm_base_url(node)``, ``api_key=ctx.gateway_token``,
 temperature, max_tokens and seed as its ``model_config_dict``, on our own OpenAI clients
 (``client``/``async_client``, CAMEL's way to supply them: the client timeout, ``max_retries=0``,
 the job's shared httpx clients); the agents' rate-limit retry is off (``retry_attempts=1``).
@@ -89,9 +90,9 @@ for _var, _value in _SWITCHES.items():
     os.environ[_var] = _value
 
 from camel.agents import ChatAgent  # noqa: E402
-from camel.models import ModelFactory  # noqa: E402
+from camel.models import OpenAICompatibleModel  # noqa: E402
 from camel.toolkits import FunctionTool, MCPToolkit  # noqa: E402
-from camel.types import ModelPlatformType  # noqa: E402
+from camel.types import UnifiedModelType  # noqa: E402
 from camel.utils import BaseTokenCounter  # noqa: E402
 from camel.utils.mcp_client import MCPClient, TransportType  # noqa: E402
 from openai import AsyncOpenAI, OpenAI  # noqa: E402
@@ -133,7 +134,7 @@ class EstimatingTokenCounter(BaseTokenCounter):
 
 
 def gateway_model(ctx: RunContext, node: str, stack: contextlib.AsyncExitStack) -> Any:
-    """CAMEL's OpenAI-compatible model (``ModelFactory``) at the node's gateway URL."""
+    """CAMEL's OpenAI-compatible model at the node's gateway URL."""
     s = ctx.client_settings(node)
     options = {"base_url": s.base_url, "api_key": s.api_key, **s.client_options()}
     # CAMEL builds a sync client too (unused by astep): on the job's clients where there are
@@ -142,9 +143,10 @@ def gateway_model(ctx: RunContext, node: str, stack: contextlib.AsyncExitStack) 
     if s.http_async is None:  # their own httpx clients: closed with the run
         stack.push_async_callback(client.close)
         stack.callback(sync.close)
-    return ModelFactory.create(
-        model_platform=ModelPlatformType.OPENAI_COMPATIBLE_MODEL,
-        model_type=s.model,
+    # the class ModelFactory picks for OPENAI_COMPATIBLE_MODEL, made directly: the factory
+    # swaps in its StubModel for a model named "stub" (ModelType.STUB), whatever the platform
+    return OpenAICompatibleModel(
+        model_type=UnifiedModelType(s.model),
         model_config_dict=s.sampling(),
         token_counter=EstimatingTokenCounter(),
         api_key=s.api_key,
